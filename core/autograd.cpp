@@ -1,0 +1,167 @@
+#include "core/autograd.h"
+
+#include <atomic>
+#include <chrono>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/ops.h"
+
+namespace heed {
+
+namespace {
+thread_local bool g_grad_mode = true;
+std::atomic<uint64_t> g_next_seq{0};
+OpTimer g_op_timer = nullptr;
+
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+// With a timer installed, an op's forward time is the time since the previous op recorded:
+// ops run one after another, so this attributes the kernel (and any glue before it) to the op
+// without every op having to time itself.
+thread_local double g_last_record = 0.0;
+}  // namespace
+
+bool grad_mode_enabled() { return g_grad_mode; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_mode) { g_grad_mode = false; }
+NoGradGuard::~NoGradGuard() { g_grad_mode = prev_; }
+
+void set_op_timer(OpTimer timer) {
+  g_op_timer = timer;
+  g_last_record = now_seconds();
+}
+OpTimer op_timer() { return g_op_timer; }
+
+Node::Node(const char* name, std::vector<Tensor> inputs, BackwardFn backward, Shape out_shape,
+           DType out_dtype)
+    : name_(name),
+      inputs_(std::move(inputs)),
+      backward_(std::move(backward)),
+      out_shape_(std::move(out_shape)),
+      out_dtype_(out_dtype),
+      seq_(g_next_seq++) {}
+
+Node::~Node() {
+  // Destroying a long chain recursively (Node -> input TensorImpl -> its Node -> ...) would
+  // overflow the stack; unlink it iteratively: take over the inputs of every Node that dies with us.
+  std::vector<Tensor> pending = std::move(inputs_);
+  while (!pending.empty()) {
+    Tensor t = std::move(pending.back());
+    pending.pop_back();
+    auto& impl = t.impl_ptr();
+    if (impl && impl.use_count() == 1 && impl->grad_fn && impl->grad_fn.use_count() == 1) {
+      auto& in = impl->grad_fn->inputs_;
+      for (auto& x : in) pending.push_back(std::move(x));
+      in.clear();
+    }
+  }
+}
+
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
+  if (g_op_timer) {
+    const double t = now_seconds();
+    g_op_timer(name, "forward", t - g_last_record);
+    g_last_record = t;
+  }
+  if (!g_grad_mode) return out;
+  bool needed = false;
+  for (const auto& in : inputs) needed |= in.defined() && in.requires_grad();
+  if (!needed) return out;
+  // The output becomes a fresh handle: `out` may be a view sharing an impl with someone else's.
+  Tensor result = out.grad_fn() || out.requires_grad() ? out.detach() : out;
+  result.impl().grad_fn =
+      std::make_shared<Node>(name, std::move(inputs), std::move(backward), result.shape(), result.dtype());
+  result.impl().requires_grad = true;
+  return result;
+}
+
+// Adds `g` into the slot; the first gradient is stored as is (no copy), later ones out of place,
+// so a gradient that aliases another op's buffer is never written through.
+static void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
+
+void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph) {
+  HEED_CHECK(root.requires_grad(), "backward: the tensor does not require grad (no input of the "
+             "ops that made it requires grad, or it was computed under no_grad)");
+  NoGradGuard no_grad;
+  if (!root.grad_fn()) {  // a leaf: its gradient is the seed itself
+    Tensor slot = root.grad();
+    accumulate(slot, grad_root);
+    root.impl().grad = slot.contiguous().clone().impl_ptr();
+    return;
+  }
+
+  // Topological order by iterative DFS (post-order), so deep graphs cannot overflow the stack.
+  std::vector<Node*> order;
+  std::unordered_set<Node*> visited;
+  std::vector<std::pair<Node*, size_t>> stack{{root.grad_fn().get(), 0}};
+  visited.insert(root.grad_fn().get());
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs_.size()) {
+      const Tensor& in = node->inputs_[next++];
+      Node* child = in.defined() ? in.grad_fn().get() : nullptr;
+      if (child && visited.insert(child).second) stack.emplace_back(child, 0);
+    } else {
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root.grad_fn().get()] = grad_root;
+  std::unordered_map<TensorImpl*, Tensor> leaf_grads;
+  std::vector<TensorImpl*> leaf_order;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* node = *it;
+    auto found = grads.find(node);
+    if (found == grads.end()) continue;  // no gradient flows into this op
+    Tensor g = found->second.contiguous();
+    grads.erase(found);
+    HEED_CHECK(node->backward_, "backward: the graph through '", node->name(),
+               "' was already freed by an earlier backward; pass retain_graph = true to the first one");
+    const double t0 = g_op_timer ? now_seconds() : 0.0;
+    std::vector<Tensor> in_grads = node->backward_(g);
+    if (g_op_timer) g_op_timer(node->name(), "backward", now_seconds() - t0);
+    HEED_CHECK(in_grads.size() == node->inputs_.size(), "backward of '", node->name(), "' returned ",
+               in_grads.size(), " gradients for ", node->inputs_.size(), " inputs");
+    for (size_t i = 0; i < in_grads.size(); ++i) {
+      const Tensor& in = node->inputs_[i];
+      const Tensor& gi = in_grads[i];
+      if (!gi.defined() || !in.defined() || !in.requires_grad()) continue;
+      HEED_CHECK(gi.shape() == in.shape(), "backward of '", node->name(), "': gradient for input ", i,
+                 " has shape ", to_string(gi.shape()), " but the input has shape ", to_string(in.shape()));
+      HEED_CHECK(gi.dtype() == in.dtype(), "backward of '", node->name(), "': gradient for input ", i,
+                 " is ", dtype_name(gi.dtype()), " but the input is ", dtype_name(in.dtype()));
+      if (in.grad_fn()) {
+        accumulate(grads[in.grad_fn().get()], gi);
+      } else {
+        auto [slot, fresh] = leaf_grads.try_emplace(in.impl_ptr().get());
+        if (fresh) leaf_order.push_back(in.impl_ptr().get());
+        accumulate(slot->second, gi);
+      }
+    }
+    if (!retain_graph) {
+      node->backward_ = nullptr;
+      node->inputs_.clear();
+    }
+  }
+
+  // Leaves get their gradient once, at the end: an owned contiguous buffer, added to what an
+  // earlier backward left there (gradients accumulate until zero_grad).
+  for (TensorImpl* impl : leaf_order) {
+    Tensor g = std::move(leaf_grads[impl]);
+    if (impl->grad) {
+      Tensor old(impl->grad);
+      impl->grad = add(old, g).impl_ptr();
+    } else {
+      // Reuse the buffer only when nothing else can see it (another leaf, a view, a closure).
+      const bool owned = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+                         g.is_contiguous() && g.offset() == 0 && g.storage()->numel() == g.numel();
+      impl->grad = (owned ? g.detach() : g.clone().detach()).impl_ptr();
+    }
+  }
+}
+
+}  // namespace heed

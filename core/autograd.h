@@ -1,0 +1,82 @@
+// heed: reverse-mode autograd.
+//
+// Every differentiable op computes its output, then calls record() with the inputs and a
+// backward closure. record() attaches a Node to the output when grad mode is on and an input
+// requires grad. Tensor::backward() walks the Nodes reachable from the root in reverse
+// topological order (an iterative DFS: no recursion, so 10,000-op chains are fine), calls each
+// closure once with the gradient of that Node's output, and accumulates what it returns into the
+// inputs: into the gradient of the producing Node for intermediates, into `.grad()` for leaves.
+//
+// The backward contract (the same for heed's ops and for users' own):
+//   - it runs with grad mode off, receives the gradient of the output (contiguous, same
+//     shape and dtype as the output), and returns one Tensor per input, in order: an
+//     undefined Tensor() where an input needs no gradient;
+//   - each returned gradient must have its input's shape (the engine checks and names the op);
+//   - capture what it needs by value (input Tensors, `out.detach()`), never the output Tensor
+//     itself: the output owns the Node, and capturing it would form a cycle that leaks the graph.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace heed {
+
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+/// One recorded op: its name (for errors and the profiler), its inputs and its backward.
+class Node {
+ public:
+  Node(const char* name, std::vector<Tensor> inputs, BackwardFn backward, Shape out_shape,
+       DType out_dtype);
+  ~Node();  // unlinks long chains iteratively
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  const char* name() const { return name_; }
+  const std::vector<Tensor>& inputs() const { return inputs_; }
+  const Shape& output_shape() const { return out_shape_; }
+  DType output_dtype() const { return out_dtype_; }
+  uint64_t sequence() const { return seq_; }
+
+ private:
+  friend void run_backward(const Tensor&, const Tensor&, bool);
+  const char* name_;  // a string literal
+  std::vector<Tensor> inputs_;
+  BackwardFn backward_;
+  Shape out_shape_;
+  DType out_dtype_;
+  uint64_t seq_;
+};
+
+/// Records `out` as the result of op `name` applied to `inputs`. Returns `out` (with a grad_fn
+/// attached when grad mode is on and some input requires grad; untouched otherwise).
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
+
+/// True while gradients are being recorded (the default).
+bool grad_mode_enabled();
+
+/// RAII scope in which ops record nothing (evaluation, optimizer updates, sampling).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/// The engine behind Tensor::backward (exposed for tests and tools).
+void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph);
+
+/// Optional per-op timing hook (used by `heed train --profile`). `phase` is "forward" or
+/// "backward"; called with the op name and seconds spent. Null to disable (the default).
+using OpTimer = void (*)(const char* op, const char* phase, double seconds);
+void set_op_timer(OpTimer timer);
+OpTimer op_timer();
+
+}  // namespace heed

@@ -1,0 +1,109 @@
+// heed: the differentiable ops. Every function here records itself for autograd (see
+// core/autograd.h) and accepts float32 or float64 tensors of any strides. Shapes follow NumPy /
+// PyTorch conventions; negative axes count from the end. Bad shapes or axes throw heed::Error
+// naming the op and the shapes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace heed {
+
+class Generator;
+
+// ---------------------------------------------------------------- elementwise (core/ops/elementwise.cpp)
+// Binary ops broadcast NumPy-style; their backward sums the gradient back over broadcast axes.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double s);
+Tensor mul(const Tensor& a, double s);
+Tensor rsub(double s, const Tensor& a);  ///< s - a
+Tensor rdiv(double s, const Tensor& a);  ///< s / a
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, double exponent);  ///< a^p (p any real; a > 0 unless p is an integer)
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor gelu(const Tensor& a);  ///< exact: 0.5 x (1 + erf(x / sqrt 2)), as torch's default
+
+/// The shape two operands broadcast to; throws naming `op` if they are incompatible.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+/// Sums `t` down to `shape` over broadcast axes (the backward of broadcasting). Differentiable.
+Tensor sum_to(const Tensor& t, const Shape& shape);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+inline Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+inline Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+inline Tensor operator-(double s, const Tensor& a) { return rsub(s, a); }
+inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+inline Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
+
+// ---------------------------------------------------------------- reductions (core/ops/reduce.cpp)
+Tensor sum(const Tensor& a);                                        ///< all elements -> shape []
+Tensor sum(const Tensor& a, int64_t axis, bool keepdim = false);
+Tensor mean(const Tensor& a);
+Tensor mean(const Tensor& a, int64_t axis, bool keepdim = false);
+/// Max over an axis; the gradient goes to the first maximal element of each slice.
+Tensor max(const Tensor& a, int64_t axis, bool keepdim = false);
+Tensor softmax(const Tensor& a, int64_t axis = -1);      ///< stable (max subtracted)
+Tensor log_softmax(const Tensor& a, int64_t axis = -1);  ///< stable (log-sum-exp)
+
+// ---------------------------------------------------------------- shape (core/ops/shape.cpp)
+/// Same elements, new shape; one dim may be -1. A view when `a` is contiguous, else a copy.
+Tensor reshape(const Tensor& a, Shape shape);
+/// Like reshape, but throws unless it can be a view (contiguous input), as torch's view.
+Tensor view(const Tensor& a, Shape shape);
+Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);  ///< a view
+Tensor permute(const Tensor& a, const std::vector<int64_t>& axes);  ///< a view
+/// Elements [start, end) along `axis` (a view; negative start/end count from the end).
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end);
+Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
+/// Pieces of `size` along `axis` (the last may be shorter); each a view of `a`.
+std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t axis);
+Tensor unsqueeze(const Tensor& a, int64_t axis);  ///< a view with a new dim of size 1
+Tensor squeeze(const Tensor& a, int64_t axis);    ///< a view without a dim of size 1
+/// Broadcasts `a` to `shape` (a view with stride 0 on broadcast axes).
+Tensor expand(const Tensor& a, const Shape& shape);
+
+// ---------------------------------------------------------------- matmul (core/ops/matmul.cpp)
+/// Matrix product of the last two axes; leading (batch) axes broadcast. 1-D operands are not
+/// promoted: both must have at least 2 dims. Uses cblas_?gemm with transpose flags, so transposed
+/// views are not copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// y = x @ w^T (+ b): PyTorch's F.linear. x: (..., in), w: (out, in), b: (out) or undefined.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// ---------------------------------------------------------------- nn ops (core/ops/nn_ops.cpp)
+/// Gathers rows: out[..., :] = weight[ids[...], :]. `ids` holds integer ids in any dtype; the
+/// backward scatter-adds into weight's gradient. Throws naming the id if one is out of range.
+Tensor embedding(const Tensor& weight, const std::vector<int32_t>& ids, const Shape& ids_shape);
+/// Where mask is true, the result is `value` (mask broadcasts to a's shape; 1 = fill).
+/// The gradient through filled positions is zero.
+Tensor masked_fill(const Tensor& a, const std::vector<uint8_t>& mask, const Shape& mask_shape,
+                   double value);
+/// Mean cross-entropy of logits (N, C) against integer targets (N), stable (log-sum-exp), in
+/// one fused op. Targets equal to `ignore_index` contribute nothing.
+Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets,
+                     int32_t ignore_index = -100);
+/// Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p).
+/// Identity when p == 0. Draws the mask from `gen`.
+Tensor dropout(const Tensor& a, double p, Generator& gen);
+/// Layer norm over the last axis: (x - mean) / sqrt(var + eps) * w + b (w, b may be undefined).
+/// Fused forward and backward.
+Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
+
+}  // namespace heed

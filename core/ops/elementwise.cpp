@@ -1,0 +1,245 @@
+// Elementwise ops: broadcast arithmetic and the pointwise functions, each forward followed by its
+// backward. Kernels are pointer loops over contiguous rows (the compiler vectorises them at -O3
+// -march=native); broadcasting and strided views go through for_each_row.
+#include <cmath>
+#include <numbers>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/strided.h"
+
+namespace heed {
+
+using detail::broadcast_strides;
+using detail::for_each_row;
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    HEED_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", to_string(a), " and ", to_string(b),
+               " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+static void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  HEED_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ (", dtype_name(a.dtype()), " ",
+             to_string(a.shape()), " and ", dtype_name(b.dtype()), " ", to_string(b.shape()), ")");
+}
+
+// out = f(a, b) elementwise with broadcasting; `out` is a new contiguous tensor.
+template <class F>
+static Tensor binary_map(const Tensor& a, const Tensor& b, const char* op, F f) {
+  check_same_dtype(a, b, op);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = Tensor::empty(shape, a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    const int64_t n = out.numel();
+    if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) {
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+      return;
+    }
+    const Shape sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
+    const Shape so = contiguous_strides(shape);
+    const int64_t ia = sa.empty() ? 0 : sa.back(), ib = sb.empty() ? 0 : sb.back();
+    for_each_row<3>(shape, {&sa, &sb, &so}, {0, 0, 0}, [&](int64_t len, const std::array<int64_t, 3>& off) {
+      const T* ra = pa + off[0];
+      const T* rb = pb + off[1];
+      T* ro = po + off[2];
+      if (ia == 1 && ib == 1) {
+        for (int64_t i = 0; i < len; ++i) ro[i] = f(ra[i], rb[i]);
+      } else if (ia == 1 && ib == 0) {
+        const T vb = *rb;
+        for (int64_t i = 0; i < len; ++i) ro[i] = f(ra[i], vb);
+      } else if (ia == 0 && ib == 1) {
+        const T va = *ra;
+        for (int64_t i = 0; i < len; ++i) ro[i] = f(va, rb[i]);
+      } else {
+        for (int64_t i = 0; i < len; ++i) ro[i] = f(ra[i * ia], rb[i * ib]);
+      }
+    });
+  });
+  return out;
+}
+
+// out = f(a) elementwise; `out` is a new contiguous tensor.
+template <class F>
+static Tensor unary_map(const Tensor& a, F f) {
+  const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  visit_dtype(x.dtype(), [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = f(px[i]);
+  });
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
+// sum_to: the backward of broadcasting
+
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  HEED_CHECK(broadcast_shapes(shape, t.shape(), "sum_to") == t.shape(), "sum_to: cannot reduce ",
+             to_string(t.shape()), " to ", to_string(shape));
+  Tensor out = Tensor::zeros(shape, t.dtype());
+  const Shape& big = t.shape();
+  // out viewed with t's shape: stride 0 on the axes being summed over.
+  Shape so = broadcast_strides(out, big);
+  visit_dtype(t.dtype(), [&]<class T>() {
+    const T* pt = static_cast<const T*>(t.storage()->data());
+    T* po = out.data<T>();
+    const int64_t it = big.empty() ? 0 : t.strides().back(), io = so.empty() ? 0 : so.back();
+    for_each_row<2>(big, {&t.strides(), &so}, {t.offset(), 0}, [&](int64_t len, const std::array<int64_t, 2>& off) {
+      const T* rt = pt + off[0];
+      T* ro = po + off[1];
+      if (io == 0) {
+        T acc = 0;
+        for (int64_t i = 0; i < len; ++i) acc += rt[i * it];
+        *ro += acc;
+      } else if (it == 1 && io == 1) {
+        for (int64_t i = 0; i < len; ++i) ro[i] += rt[i];
+      } else {
+        for (int64_t i = 0; i < len; ++i) ro[i * io] += rt[i * it];
+      }
+    });
+  });
+  const Shape from = t.shape();
+  return record("sum_to", out, {t}, [from](const Tensor& g) { return std::vector<Tensor>{expand(g, from)}; });
+}
+
+// ------------------------------------------------------------------------------------------
+// binary arithmetic
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_map(a, b, "add", [](auto x, auto y) { return x + y; });
+  return record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_map(a, b, "sub", [](auto x, auto y) { return x - y; });
+  return record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_map(a, b, "mul", [](auto x, auto y) { return x * y; });
+  // d(ab) = b da + a db
+  return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(mul(g, b), a.shape()), sum_to(mul(g, a), b.shape())};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_map(a, b, "div", [](auto x, auto y) { return x / y; });
+  // d(a/b) = da / b - a db / b^2
+  return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor& g) {
+    Tensor ga = div(g, b);
+    return std::vector<Tensor>{sum_to(ga, a.shape()), sum_to(neg(mul(ga, y)), b.shape())};
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// scalar arithmetic
+
+Tensor add(const Tensor& a, double s) {
+  Tensor out = unary_map(a, [s](auto x) { return x + static_cast<decltype(x)>(s); });
+  return record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor mul(const Tensor& a, double s) {
+  Tensor out = unary_map(a, [s](auto x) { return x * static_cast<decltype(x)>(s); });
+  return record("mul_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
+}
+
+Tensor rsub(double s, const Tensor& a) {
+  Tensor out = unary_map(a, [s](auto x) { return static_cast<decltype(x)>(s) - x; });
+  return record("rsub_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+}
+
+Tensor rdiv(double s, const Tensor& a) {
+  Tensor out = unary_map(a, [s](auto x) { return static_cast<decltype(x)>(s) / x; });
+  // d(s/a) = -s / a^2 = -out / a
+  return record("rdiv_scalar", out, {a}, [a = a.detach(), y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{neg(div(mul(g, y), a))};
+  });
+}
+
+Tensor neg(const Tensor& a) {
+  Tensor out = unary_map(a, [](auto x) { return -x; });
+  return record("neg", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+}
+
+// ------------------------------------------------------------------------------------------
+// pointwise functions
+
+Tensor pow(const Tensor& a, double p) {
+  Tensor out = unary_map(a, [p](auto x) { return std::pow(x, static_cast<decltype(x)>(p)); });
+  // d a^p = p a^(p-1)
+  return record("pow", out, {a}, [a = a.detach(), p](const Tensor& g) {
+    Tensor d = unary_map(a, [p](auto x) { return static_cast<decltype(x)>(p) * std::pow(x, static_cast<decltype(x)>(p - 1)); });
+    return std::vector<Tensor>{mul(g, d)};
+  });
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_map(a, [](auto x) { return std::exp(x); });
+  return record("exp", out, {a}, [y = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; });
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = unary_map(a, [](auto x) { return std::log(x); });
+  return record("log", out, {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; });
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = unary_map(a, [](auto x) { return std::sqrt(x); });
+  // d sqrt(a) = 1 / (2 sqrt(a))
+  return record("sqrt", out, {a}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{div(mul(g, 0.5), y)};
+  });
+}
+
+Tensor tanh(const Tensor& a) {
+  Tensor out = unary_map(a, [](auto x) { return std::tanh(x); });
+  // d tanh = 1 - tanh^2
+  return record("tanh", out, {a}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
+  });
+}
+
+Tensor relu(const Tensor& a) {
+  Tensor out = unary_map(a, [](auto x) { return x > 0 ? x : decltype(x)(0); });
+  return record("relu", out, {a}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, y, "relu_backward", [](auto gv, auto yv) { return yv > 0 ? gv : decltype(gv)(0); })};
+  });
+}
+
+Tensor gelu(const Tensor& a) {
+  // gelu(x) = x Phi(x), Phi the standard normal CDF = 0.5 (1 + erf(x / sqrt 2)).
+  Tensor out = unary_map(a, [](auto x) {
+    using T = decltype(x);
+    return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+  });
+  // d gelu = Phi(x) + x phi(x), phi the standard normal density.
+  return record("gelu", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "gelu_backward", [](auto gv, auto x) {
+      using T = decltype(x);
+      const T cdf = T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+      const T pdf = std::exp(T(-0.5) * x * x) * T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
+      return gv * (cdf + x * pdf);
+    })};
+  });
+}
+
+}  // namespace heed

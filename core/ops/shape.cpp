@@ -1,0 +1,170 @@
+// Shape ops: views that re-describe the same storage (reshape of contiguous data, transpose,
+// permute, slice, expand, squeeze) and the copies that cannot be views (concat).
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/strided.h"
+
+namespace heed {
+
+using detail::normalize_axis;
+
+static Shape infer_shape(Shape shape, int64_t numel, const char* op, const Shape& from) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      HEED_CHECK(infer < 0, op, ": more than one -1 in target shape ", to_string(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      HEED_CHECK(shape[i] >= 0, op, ": negative dimension in target shape ", to_string(shape));
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    HEED_CHECK(known > 0 && numel % known == 0, op, ": cannot reshape ", to_string(from), " to ", to_string(shape));
+    shape[infer] = numel / known;
+  }
+  HEED_CHECK(numel_of(shape) == numel, op, ": cannot reshape ", to_string(from), " (", numel,
+             " elements) to ", to_string(shape));
+  return shape;
+}
+
+Tensor view(const Tensor& a, Shape shape) {
+  shape = infer_shape(std::move(shape), a.numel(), "view", a.shape());
+  HEED_CHECK(a.is_contiguous(), "view: input of shape ", to_string(a.shape()), " with strides ",
+             to_string(a.strides()), " is not contiguous; use reshape (which copies)");
+  Tensor out = make_view(a, shape, contiguous_strides(shape), a.offset());
+  return record("view", out, {a}, [from = a.shape()](const Tensor& g) {
+    return std::vector<Tensor>{view(g, from)};
+  });
+}
+
+Tensor reshape(const Tensor& a, Shape shape) {
+  return view(a.contiguous(), std::move(shape));
+}
+
+Tensor permute(const Tensor& a, const std::vector<int64_t>& axes) {
+  const int64_t n = a.dim();
+  HEED_CHECK(static_cast<int64_t>(axes.size()) == n, "permute: ", axes.size(), " axes ", to_string(axes),
+             " for a tensor of shape ", to_string(a.shape()));
+  std::vector<int64_t> perm(n);
+  std::vector<bool> seen(n, false);
+  Shape shape(n), strides(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t ax = normalize_axis(axes[i], n, "permute", a.shape());
+    HEED_CHECK(!seen[ax], "permute: axis ", ax, " repeated in ", to_string(axes));
+    seen[ax] = true;
+    perm[i] = ax;
+    shape[i] = a.shape()[ax];
+    strides[i] = a.strides()[ax];
+  }
+  Tensor out = make_view(a, shape, strides, a.offset());
+  return record("permute", out, {a}, [perm](const Tensor& g) {
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+    return std::vector<Tensor>{permute(g, inverse)};
+  });
+}
+
+Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
+  const int64_t n = a.dim();
+  std::vector<int64_t> axes(n);
+  std::iota(axes.begin(), axes.end(), 0);
+  std::swap(axes[normalize_axis(axis0, n, "transpose", a.shape())],
+            axes[normalize_axis(axis1, n, "transpose", a.shape())]);
+  return permute(a, axes);
+}
+
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
+  const int64_t ax = normalize_axis(axis, a.dim(), "slice", a.shape());
+  const int64_t len = a.shape()[ax];
+  if (start < 0) start += len;
+  if (end < 0) end += len;
+  HEED_CHECK(0 <= start && start <= end && end <= len, "slice: range [", start, ", ", end,
+             ") out of bounds for axis ", ax, " of shape ", to_string(a.shape()));
+  Shape shape = a.shape();
+  shape[ax] = end - start;
+  Tensor out = make_view(a, shape, a.strides(), a.offset() + start * a.strides()[ax]);
+  return record("slice", out, {a}, [from = a.shape(), dtype = a.dtype(), ax, start, end](const Tensor& g) {
+    Tensor full = Tensor::zeros(from, dtype);
+    slice(full, ax, start, end).copy_(g);
+    return std::vector<Tensor>{full};
+  });
+}
+
+std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, a.dim(), "split", a.shape());
+  HEED_CHECK(size > 0, "split: piece size must be positive, got ", size);
+  std::vector<Tensor> parts;
+  for (int64_t s = 0; s < a.shape()[ax]; s += size)
+    parts.push_back(slice(a, ax, s, std::min(s + size, a.shape()[ax])));
+  return parts;
+}
+
+Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
+  HEED_CHECK(!parts.empty(), "concat: no tensors given");
+  const Tensor& first = parts[0];
+  const int64_t ax = normalize_axis(axis, first.dim(), "concat", first.shape());
+  Shape shape = first.shape();
+  shape[ax] = 0;
+  for (const auto& p : parts) {
+    bool same = p.dim() == first.dim() && p.dtype() == first.dtype();
+    for (int64_t d = 0; same && d < p.dim(); ++d) same = d == ax || p.shape()[d] == first.shape()[d];
+    HEED_CHECK(same, "concat: shape ", to_string(p.shape()), " (", dtype_name(p.dtype()),
+               ") does not match ", to_string(first.shape()), " (", dtype_name(first.dtype()),
+               ") outside axis ", ax);
+    shape[ax] += p.shape()[ax];
+  }
+  Tensor out = Tensor::empty(shape, first.dtype());
+  std::vector<int64_t> sizes;
+  int64_t at = 0;
+  for (const auto& p : parts) {
+    slice(out, ax, at, at + p.shape()[ax]).copy_(p);
+    sizes.push_back(p.shape()[ax]);
+    at += p.shape()[ax];
+  }
+  return record("concat", out, parts, [sizes, ax](const Tensor& g) {
+    std::vector<Tensor> grads;
+    int64_t s = 0;
+    for (int64_t len : sizes) {
+      grads.push_back(slice(g, ax, s, s + len));
+      s += len;
+    }
+    return grads;
+  });
+}
+
+Tensor unsqueeze(const Tensor& a, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, a.dim() + 1, "unsqueeze", a.shape());
+  Shape shape = a.shape(), strides = a.strides();
+  const int64_t stride = ax < a.dim() ? a.strides()[ax] * a.shape()[ax] : 1;
+  shape.insert(shape.begin() + ax, 1);
+  strides.insert(strides.begin() + ax, stride);
+  Tensor out = make_view(a, shape, strides, a.offset());
+  return record("unsqueeze", out, {a}, [ax](const Tensor& g) { return std::vector<Tensor>{squeeze(g, ax)}; });
+}
+
+Tensor squeeze(const Tensor& a, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, a.dim(), "squeeze", a.shape());
+  HEED_CHECK(a.shape()[ax] == 1, "squeeze: axis ", ax, " of shape ", to_string(a.shape()), " is not 1");
+  Shape shape = a.shape(), strides = a.strides();
+  shape.erase(shape.begin() + ax);
+  strides.erase(strides.begin() + ax);
+  Tensor out = make_view(a, shape, strides, a.offset());
+  return record("squeeze", out, {a}, [ax](const Tensor& g) { return std::vector<Tensor>{unsqueeze(g, ax)}; });
+}
+
+Tensor expand(const Tensor& a, const Shape& shape) {
+  HEED_CHECK(broadcast_shapes(a.shape(), shape, "expand") == shape, "expand: cannot expand ",
+             to_string(a.shape()), " to ", to_string(shape));
+  if (a.shape() == shape) return a;
+  Tensor out = make_view(a, shape, detail::broadcast_strides(a, shape), a.offset());
+  return record("expand", out, {a}, [from = a.shape()](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, from)};
+  });
+}
+
+}  // namespace heed

@@ -1,0 +1,58 @@
+// heed (internal): iteration over strided, broadcast views, shared by the op families.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace heed::detail {
+
+/// Axis `axis` normalised into [0, ndim); throws naming `op` and the shape when out of range.
+inline int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op, const Shape& shape) {
+  HEED_CHECK(axis >= -ndim && axis < ndim, op, ": axis ", axis, " out of range for shape ", to_string(shape));
+  return axis < 0 ? axis + ndim : axis;
+}
+
+/// Strides of `t` seen as a tensor of shape `out` (right-aligned; 0 on broadcast axes).
+inline Shape broadcast_strides(const Tensor& t, const Shape& out) {
+  Shape st(out.size(), 0);
+  const size_t lead = out.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return st;
+}
+
+/// Calls f(n, offsets[0..K)) for every innermost row of `shape`, where offsets[k] is where the row
+/// starts in operand k (element offsets by strides[k]) and n = shape.back(). The caller then walks
+/// each row with its innermost stride strides[k].back(). A 0-d shape is one row of length 1.
+template <size_t K, class F>
+void for_each_row(const Shape& shape, const std::array<const Shape*, K>& strides,
+                  const std::array<int64_t, K>& base, F&& f) {
+  const size_t nd = shape.size();
+  if (nd == 0) {
+    f(int64_t{1}, base);
+    return;
+  }
+  for (int64_t d : shape)
+    if (d == 0) return;
+  const int64_t n = shape[nd - 1];
+  std::vector<int64_t> idx(nd, 0);
+  std::array<int64_t, K> off = base;
+  while (true) {
+    f(n, off);
+    size_t d = nd - 1;
+    while (true) {
+      if (d == 0) return;
+      --d;
+      if (++idx[d] < shape[d]) {
+        for (size_t k = 0; k < K; ++k) off[k] += (*strides[k])[d];
+        break;
+      }
+      for (size_t k = 0; k < K; ++k) off[k] -= (*strides[k])[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace heed::detail

@@ -1,0 +1,323 @@
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <ostream>
+#include <unordered_map>
+
+#include "core/autograd.h"
+#include "core/random.h"
+
+namespace heed {
+
+// ------------------------------------------------------------------------------------------
+// Storage, with a small caching allocator.
+//
+// A training step allocates the same buffer sizes every iteration. Fresh memory costs a page
+// fault per 4 KiB on first touch (~11 us each on these machines: ../shared/docs/dependencies.md,
+// trap 5), and glibc returns large blocks to the OS on free, so without reuse every step pays for
+// its activations again. Freed blocks are kept in per-size free lists and handed back out.
+
+namespace {
+struct BlockCache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  size_t cached_bytes = 0;
+  static constexpr size_t kMaxCachedBytes = size_t(2) << 30;
+
+  void* get(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = free_lists.find(bytes);
+      if (it != free_lists.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_bytes -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void put(void* p, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (cached_bytes + bytes <= kMaxCachedBytes) {
+        free_lists[bytes].push_back(p);
+        cached_bytes += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  ~BlockCache() {
+    for (auto& [bytes, list] : free_lists)
+      for (void* p : list) std::free(p);
+  }
+};
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache();  // never destroyed: tensors may outlive statics
+  return *cache;
+}
+size_t padded_bytes(int64_t numel, DType dtype) {
+  size_t bytes = static_cast<size_t>(std::max<int64_t>(numel, 1)) * dtype_size(dtype);
+  return (bytes + 63) / 64 * 64;
+}
+}  // namespace
+
+Storage::Storage(int64_t numel, DType dtype) : numel_(numel), dtype_(dtype) {
+  HEED_CHECK(numel >= 0, "Storage: negative size ", numel);
+  data_ = block_cache().get(padded_bytes(numel, dtype));
+}
+
+Storage::~Storage() { block_cache().put(data_, padded_bytes(numel_, dtype_)); }
+
+// ------------------------------------------------------------------------------------------
+// shapes
+
+std::string to_string(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+// ------------------------------------------------------------------------------------------
+// factories
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) HEED_CHECK(d >= 0, "Tensor: negative dimension in shape ", to_string(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(numel_of(shape), dtype);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+Tensor Tensor::zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+
+template <class T>
+static Tensor from_values(const std::vector<T>& values, const Shape& shape) {
+  HEED_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "from_vector: ",
+             values.size(), " values do not fill shape ", to_string(shape));
+  Tensor t = Tensor::empty(shape, dtype_of<T>());
+  if (!values.empty()) std::memcpy(t.data<T>(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s); }
+Tensor Tensor::from_vector(const std::vector<double>& v, const Shape& s) { return from_values(v, s); }
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+  Tensor t = empty({n}, dtype);
+  visit_dtype(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
+  });
+  return t;
+}
+
+Tensor Tensor::randn(const Shape& shape, Generator& gen, double std, double mean, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  visit_dtype(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(gen.normal(mean, std));
+  });
+  return t;
+}
+
+Tensor Tensor::rand(const Shape& shape, Generator& gen, double lo, double hi, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  visit_dtype(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(lo + (hi - lo) * gen.uniform());
+  });
+  return t;
+}
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  return Tensor(std::move(impl));
+}
+
+// ------------------------------------------------------------------------------------------
+// metadata and element access
+
+int64_t Tensor::size(int64_t axis) const {
+  const int64_t n = dim();
+  HEED_CHECK(axis >= -n && axis < n, "size: axis ", axis, " out of range for shape ", to_string(shape()));
+  return shape()[axis < 0 ? axis + n : axis];
+}
+
+bool Tensor::is_contiguous() const {
+  const auto& sh = shape();
+  const auto& st = strides();
+  int64_t expect = 1;
+  for (size_t i = sh.size(); i-- > 0;) {
+    if (sh[i] != 1 && st[i] != expect) return false;
+    expect *= sh[i];
+  }
+  return true;
+}
+
+// Visits every element's storage offset in row-major order of the view.
+template <class F>
+static void for_each_offset(const Tensor& t, F&& f) {
+  const auto& sh = t.shape();
+  const auto& st = t.strides();
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  std::vector<int64_t> idx(sh.size(), 0);
+  int64_t off = t.offset();
+  for (int64_t k = 0; k < n; ++k) {
+    f(off);
+    for (size_t d = sh.size(); d-- > 0;) {
+      if (++idx[d] < sh[d]) {
+        off += st[d];
+        break;
+      }
+      off -= st[d] * (sh[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out;
+  out.reserve(numel());
+  visit_dtype(dtype(), [&]<class S>() {
+    const S* base = static_cast<const S*>(storage()->data());
+    for_each_offset(*this, [&](int64_t off) { out.push_back(static_cast<T>(base[off])); });
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+
+double Tensor::item() const {
+  HEED_CHECK(numel() == 1, "item: tensor of shape ", to_string(shape()), " has ", numel(), " elements, not 1");
+  return to_vector<double>()[0];
+}
+
+double Tensor::at(const std::vector<int64_t>& index) const {
+  HEED_CHECK(static_cast<int64_t>(index.size()) == dim(), "at: index of ", index.size(),
+             " dims for shape ", to_string(shape()));
+  int64_t off = offset();
+  for (size_t d = 0; d < index.size(); ++d) {
+    HEED_CHECK(index[d] >= 0 && index[d] < shape()[d], "at: index ", to_string(index),
+               " out of range for shape ", to_string(shape()));
+    off += index[d] * strides()[d];
+  }
+  return visit_dtype(dtype(), [&]<class T>() -> double { return static_cast<const T*>(storage()->data())[off]; });
+}
+
+void Tensor::copy_(const Tensor& src) {
+  HEED_CHECK(src.shape() == shape(), "copy_: source shape ", to_string(src.shape()),
+             " differs from destination ", to_string(shape()));
+  visit_dtype(dtype(), [&]<class T>() {
+    T* base = static_cast<T*>(storage()->data());
+    if (is_contiguous() && src.is_contiguous() && src.dtype() == dtype()) {
+      if (numel()) std::memcpy(base + offset(), src.data<T>(), numel() * sizeof(T));
+      return;
+    }
+    std::vector<double> vals = src.to_vector<double>();
+    size_t k = 0;
+    for_each_offset(*this, [&](int64_t off) { base[off] = static_cast<T>(vals[k++]); });
+  });
+}
+
+void Tensor::fill_(double value) {
+  visit_dtype(dtype(), [&]<class T>() {
+    T* base = static_cast<T*>(storage()->data());
+    const T v = static_cast<T>(value);
+    if (is_contiguous()) {
+      std::fill(base + offset(), base + offset() + numel(), v);
+    } else {
+      for_each_offset(*this, [&](int64_t off) { base[off] = v; });
+    }
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// autograd-facing members
+
+Tensor& Tensor::requires_grad_(bool on) {
+  HEED_CHECK(!on || impl().grad_fn == nullptr,
+             "requires_grad_: only leaf tensors can be marked (this one was produced by ",
+             impl().grad_fn ? impl().grad_fn->name() : "?", "); use detach() first");
+  impl().requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(impl().grad); }
+void Tensor::zero_grad() { impl().grad.reset(); }
+
+void Tensor::backward(bool retain_graph) const {
+  HEED_CHECK(numel() == 1, "backward: called on a tensor of shape ", to_string(shape()),
+             " without a gradient; pass grad_output for non-scalar outputs");
+  run_backward(*this, Tensor::ones(shape(), dtype()), retain_graph);
+}
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+  HEED_CHECK(grad_output.shape() == shape(), "backward: grad_output shape ",
+             to_string(grad_output.shape()), " differs from the tensor's ", to_string(shape()));
+  run_backward(*this, grad_output.to(dtype()).detach(), retain_graph);
+}
+
+Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  out.copy_(*this);
+  return record("clone", out, {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::to(DType d) const {
+  if (d == dtype()) return *this;
+  Tensor out = empty(shape(), d);
+  out.copy_(*this);
+  const DType from = dtype();
+  return record("to", out, {*this}, [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  os << "Tensor(" << dtype_name(t.dtype()) << ", shape " << to_string(t.shape()) << ", [";
+  auto v = t.to_vector<double>();
+  for (size_t i = 0; i < v.size() && i < 16; ++i) os << (i ? ", " : "") << v[i];
+  if (v.size() > 16) os << ", ...";
+  return os << "])";
+}
+
+}  // namespace heed

@@ -1,0 +1,45 @@
+// Test helpers: random float64 inputs for gradient checks, and element-wise comparisons.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "core/heed.h"
+
+namespace heed::test {
+
+/// A float64 leaf with normal(0, 1) entries that requires grad.
+inline Tensor randn64(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  return Tensor::randn(shape, gen, 1.0, 0.0, DType::f64).requires_grad_();
+}
+
+/// A float64 leaf with uniform [lo, hi) entries that requires grad.
+inline Tensor rand64(const Shape& shape, uint64_t seed, double lo, double hi) {
+  Generator gen(seed);
+  return Tensor::rand(shape, gen, lo, hi, DType::f64).requires_grad_();
+}
+
+/// Asserts t's elements (row-major) equal `expected` within `tol` and that the shape matches.
+inline void require_values(const Tensor& t, const Shape& shape, const std::vector<double>& expected,
+                           double tol = 1e-5) {
+  REQUIRE(t.shape() == shape);
+  auto v = t.to_vector<double>();
+  REQUIRE(v.size() == expected.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(v[i] == Approx(expected[i]).margin(tol).epsilon(tol));
+  }
+}
+
+/// Runs gradcheck and fails the test with its report if it does not pass.
+inline void require_gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& opt = {}) {
+  auto r = gradcheck(fn, inputs, opt);
+  INFO(r.report());
+  REQUIRE(r.checked > 0);
+  REQUIRE(r.ok);
+}
+
+}  // namespace heed::test
