@@ -1,0 +1,89 @@
+// heed::nn: the Module base. A module owns named parameters and named child modules, registered
+// in its constructor, so that names come out dotted as in PyTorch:
+//
+//   struct Block : nn::Module {
+//     std::shared_ptr<nn::Linear> c_fc;
+//     Block(int64_t C) { c_fc = register_module("c_fc", std::make_shared<nn::Linear>(C, 4 * C)); }
+//   };
+//   // named_parameters(): "c_fc.weight", "c_fc.bias"
+//
+// Parameters and children keep registration order, so optimizer state and checkpoints walk them
+// in a stable order. A tensor registered under two names (tied weights) is a single parameter:
+// named_parameters() yields it once, under the first name; named_tensors() yields every alias.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace heed::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  /// Every trainable tensor once (tied weights under their first name), in registration order.
+  NamedTensors named_parameters() const;
+  /// Every registered tensor under every name it has (aliases included), in registration order.
+  NamedTensors named_tensors() const;
+  std::vector<Tensor> parameters() const;
+  /// Direct children, in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+
+  /// Switches training mode (dropout on) for this module and every descendant.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Total number of scalar parameters, each tied tensor counted once.
+  int64_t num_parameters() const;
+  /// Drops every parameter's gradient.
+  void zero_grad();
+  /// Converts every parameter to `dtype` in place (handles held by layers stay valid); used to
+  /// run gradient checks on a layer in float64.
+  void to(DType dtype);
+
+ protected:
+  /// Registers a trainable tensor (sets requires_grad) and returns it. Throws on an empty,
+  /// dotted or duplicate name.
+  Tensor register_parameter(const std::string& name, Tensor t);
+  /// Registers a child module and returns it. Throws on an empty, dotted or duplicate name.
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  /// Called by train(); override to react to the mode (most modules just read is_training()).
+  virtual void on_train(bool) {}
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+  void check_name(const std::string& name) const;
+  void collect(const std::string& prefix, NamedTensors& out) const;
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+/// A list of modules named "0", "1", ... (PyTorch's nn.ModuleList).
+template <class M>
+class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<M> m) { items_.push_back(register_module(std::to_string(items_.size()), m)); }
+  size_t size() const { return items_.size(); }
+  const std::shared_ptr<M>& operator[](size_t i) const { return items_.at(i); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<M>> items_;
+};
+
+}  // namespace heed::nn
