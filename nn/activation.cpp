@@ -1,0 +1,20 @@
+#include "nn/activation.h"
+
+#include "core/ops.h"
+
+namespace heed::nn {
+
+Tensor apply_activation(Activation act, const Tensor& x) {
+  switch (act) {
+    case Activation::gelu: return gelu(x);
+    case Activation::relu: return relu(x);
+  }
+  HEED_CHECK(false, "apply_activation: unknown activation ", static_cast<int>(act));
+  return Tensor();
+}
+
+Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+
+}  // namespace heed::nn

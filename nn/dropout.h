@@ -1,0 +1,31 @@
+// heed::nn: inverted dropout as a module; active only in training mode.
+#pragma once
+
+#include <cstdint>
+
+#include "core/random.h"
+#include "core/tensor.h"
+#include "nn/module.h"
+
+namespace heed::nn {
+
+class Dropout : public Module {
+ public:
+  /// Drops with probability p in [0, 1) (else heed::Error); masks come from its own Generator.
+  explicit Dropout(double p, uint64_t seed = 0);
+
+  /// Identity in eval mode or when p == 0; else heed::dropout(x, p, generator()).
+  Tensor forward(const Tensor& x);
+
+  double p() const { return p_; }
+  /// Reseeds the mask generator (so a run can be reproduced).
+  void seed(uint64_t s) { gen_.seed_(s); }
+  /// The mask generator (its state is saved with checkpoints to resume bit-for-bit).
+  Generator& generator() { return gen_; }
+
+ private:
+  double p_;
+  Generator gen_;
+};
+
+}  // namespace heed::nn

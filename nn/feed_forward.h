@@ -1,0 +1,40 @@
+// heed::nn: the transformer's position-wise MLP, nanoGPT's MLP with its parameter names:
+// dropout(c_proj(act(c_fc(x)))).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/tensor.h"
+#include "nn/activation.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace heed {
+class Generator;
+}
+
+namespace heed::nn {
+
+class FeedForward : public Module {
+ public:
+  /// Children "c_fc" (Linear d_model -> d_hidden), "c_proj" (Linear d_hidden -> d_model) and
+  /// "dropout". `gen` seeds the weight init (null: Linear's fixed default); `dropout_seed` the mask.
+  FeedForward(int64_t d_model, int64_t d_hidden, double dropout = 0.0, bool bias = true,
+              Activation act = Activation::gelu, Generator* gen = nullptr, uint64_t dropout_seed = 0);
+
+  /// x (..., d_model) -> (..., d_model).
+  Tensor forward(const Tensor& x);
+
+  Activation activation() const { return act_; }
+
+  std::shared_ptr<Linear> c_fc;
+  std::shared_ptr<Linear> c_proj;
+  std::shared_ptr<Dropout> dropout;
+
+ private:
+  Activation act_;
+};
+
+}  // namespace heed::nn

@@ -1,0 +1,34 @@
+#include "nn/linear.h"
+
+#include <cmath>
+
+#include "core/ops.h"
+#include "core/random.h"
+
+namespace heed::nn {
+
+namespace {
+// Used when no generator is passed: a fixed seed keeps default-built models reproducible.
+constexpr uint64_t kDefaultLinearSeed = 0x6c696e656172ULL;
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, Generator* gen)
+    : in_features_(in_features), out_features_(out_features) {
+  HEED_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in ",
+             in_features, ", out ", out_features);
+  Generator fallback(kDefaultLinearSeed);
+  Generator& g = gen ? *gen : fallback;
+  // PyTorch's reset_parameters: kaiming_uniform(a=sqrt 5) reduces to bound 1/sqrt(fan_in), and
+  // the bias uses the same bound.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", Tensor::rand({out_features, in_features}, g, -bound, bound));
+  if (has_bias) bias = register_parameter("bias", Tensor::rand({out_features}, g, -bound, bound));
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  HEED_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "Linear: input ", to_string(x.shape()),
+             " does not end in in_features ", in_features_, " (weight ", to_string(weight.shape()), ")");
+  return linear(x, weight, bias);
+}
+
+}  // namespace heed::nn
