@@ -1,0 +1,34 @@
+// heed::nn: a lookup table of learned vectors (PyTorch's nn.Embedding).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/module.h"
+
+namespace heed {
+class Generator;
+}
+
+namespace heed::nn {
+
+class Embedding : public Module {
+ public:
+  /// weight [num_embeddings, dim] drawn normal(0, 1) as PyTorch (`gen` null: a fixed seed).
+  Embedding(int64_t num_embeddings, int64_t dim, Generator* gen = nullptr);
+
+  /// ids (ids_shape, e.g. (B, T)) -> (ids_shape..., dim); throws naming an out-of-range id.
+  Tensor forward(const std::vector<int32_t>& ids, const Shape& ids_shape);
+
+  int64_t num_embeddings() const { return num_embeddings_; }
+  int64_t embedding_dim() const { return dim_; }
+
+  Tensor weight;  ///< [num_embeddings, dim], registered as "weight"
+
+ private:
+  int64_t num_embeddings_;
+  int64_t dim_;
+};
+
+}  // namespace heed::nn
