@@ -1,0 +1,91 @@
+// heed::nn: multi-head attention (self, causal, cross, with key padding masks), as nanoGPT's
+// CausalSelfAttention and PyTorch's nn.MultiheadAttention:
+//
+//   nn::MultiHeadAttention attn({.d_model = 64, .n_head = 4, .causal = true});
+//   Tensor y = attn.forward(x);                     // x, y: (B, T, C)
+//   Tensor z = cross.forward(query, memory, &mask);  // query (B, Tq, C), memory (B, Tk, C)
+//
+// Shapes use nanoGPT's names: B batch, T time, C = d_model, nh = n_head, hd = C / nh.
+// The scores q @ k^T are scaled by 1/sqrt(hd) once, masked (causal, padding) with -inf and
+// softmaxed in one fused op (attention_softmax) that skips masked keys entirely.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace heed::nn {
+
+/// Which key positions are padding: pad[b * T + t] == 1 marks key t of batch row b as padding.
+struct KeyPaddingMask {
+  std::vector<uint8_t> pad;  ///< B * T flags, row-major; 1 = padding (never attended to)
+  int64_t B = 0;
+  int64_t T = 0;
+};
+
+/// Builds a KeyPaddingMask from per-row lengths: positions >= lengths[b] are padding.
+KeyPaddingMask padding_mask_from_lengths(const std::vector<int64_t>& lengths, int64_t T);
+
+/// Fused softmax(scale * scores) over the last axis of scores (B, H, Tq, Tk), with masked keys
+/// (causal: key j > query i + (Tk - Tq); padding: mask->pad[b, j]) given exactly zero weight, as
+/// a -inf fill before softmax would. A row whose keys are all masked comes out all zeros (not
+/// NaN), so its attention output is zero. The backward is fused too. Differentiable.
+Tensor attention_softmax(const Tensor& scores, double scale, bool causal,
+                         const KeyPaddingMask* mask = nullptr);
+
+struct MultiHeadAttentionOptions {
+  int64_t d_model = 0;
+  int64_t n_head = 1;
+  bool causal = false;     ///< query i attends to keys <= i only
+  bool fused_qkv = true;   ///< one c_attn Linear(C, 3C) (nanoGPT); else q_proj, k_proj, v_proj
+  bool bias = true;        ///< biases on the projections
+  double dropout = 0.0;    ///< on the attention weights and on the output (training mode only)
+  uint64_t seed = 0;       ///< seeds the weight init and the two dropouts
+};
+
+/// Multi-head scaled dot-product attention with output projection. Children (nanoGPT names):
+/// "c_attn" (fused_qkv) or "q_proj", "k_proj", "v_proj"; then "c_proj", "attn_dropout",
+/// "resid_dropout".
+class MultiHeadAttention : public Module {
+ public:
+  /// Throws heed::Error if d_model is not divisible by n_head (naming both) or either is < 1.
+  explicit MultiHeadAttention(const MultiHeadAttentionOptions& options);
+
+  /// Self-attention (B, T, C) -> (B, T, C); causal if options().causal.
+  Tensor forward(const Tensor& x);
+  /// Self-attention with a key padding mask (B, T) (nullptr: none); causal if options().causal.
+  Tensor forward(const Tensor& x, const KeyPaddingMask* mask);
+  /// Cross-attention: queries from `query` (B, Tq, C), keys and values from `memory` (B, Tk, C);
+  /// `memory_mask` (B, Tk) marks padded memory positions. With fused_qkv the rows of c_attn's
+  /// weight are split: the first C project the query, the other 2C the memory (keys, values).
+  /// options().causal applies here too, aligned bottom-right (key j <= i + Tk - Tq).
+  Tensor forward(const Tensor& query, const Tensor& memory, const KeyPaddingMask* memory_mask = nullptr);
+
+  /// Keep (or stop keeping) the attention weights of each forward for inspection.
+  void set_keep_attention(bool on) { keep_attention_ = on; }
+  /// The softmax weights (B, nh, Tq, Tk) of the last forward, before attention dropout,
+  /// detached; undefined unless set_keep_attention(true) was called before that forward.
+  const Tensor& last_attention() const { return last_attention_; }
+
+  const MultiHeadAttentionOptions& options() const { return options_; }
+  int64_t head_dim() const { return head_dim_; }
+
+  std::shared_ptr<Linear> c_attn, q_proj, k_proj, v_proj, c_proj;
+  std::shared_ptr<Dropout> attn_dropout, resid_dropout;
+
+ private:
+  // q (B, Tq, C), k and v (B, Tk, C), any strides with unit last stride -> (B, Tq, C).
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const KeyPaddingMask* mask);
+
+  MultiHeadAttentionOptions options_;
+  int64_t head_dim_ = 0;
+  bool keep_attention_ = false;
+  Tensor last_attention_;
+};
+
+}  // namespace heed::nn

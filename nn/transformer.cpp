@@ -1,0 +1,170 @@
+// The Transformer's layers and stacks, composed from MultiHeadAttention, FeedForward and
+// LayerNorm. Every sublayer is `x + dropout(f(...))`; only where the norm sits differs.
+#include "nn/transformer.h"
+
+#include <cmath>
+
+#include "core/ops.h"
+#include "core/random.h"
+
+namespace heed::nn {
+
+// Distinct, reproducible seeds per layer and per dropout: equal seeds would give every layer of
+// a stack the same initial weights and the same dropout masks.
+static uint64_t sub_seed(uint64_t seed, uint64_t k) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (k + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o, bool causal,
+                                                   bool fused_qkv, uint64_t seed) {
+  return {.d_model = o.d_model, .n_head = o.n_head, .causal = causal, .fused_qkv = fused_qkv,
+          .bias = o.bias, .dropout = o.dropout, .seed = seed};
+}
+
+static std::shared_ptr<LayerNorm> make_norm(const TransformerLayerOptions& o) {
+  return std::make_shared<LayerNorm>(o.d_model, o.eps, true, o.bias);
+}
+
+// ReLU, as the paper and PyTorch's nn.Transformer* layers.
+static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o, uint64_t seed) {
+  Generator gen(seed);
+  return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, Activation::relu, &gen,
+                                       sub_seed(seed, 0));
+}
+
+// ------------------------------------------------------------------------------------------
+// EncoderLayer
+
+EncoderLayer::EncoderLayer(const TransformerLayerOptions& options) : options_(options) {
+  HEED_CHECK(options.d_ff > 0, "EncoderLayer: d_ff must be positive, got ", options.d_ff);
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
+                                               attention_options(options, false, true, sub_seed(options.seed, 0))));
+  ff = register_module("ff", make_ff(options, sub_seed(options.seed, 3)));
+  norm1 = register_module("norm1", make_norm(options));
+  norm2 = register_module("norm2", make_norm(options));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 1)));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 2)));
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
+  if (options_.norm == NormPlacement::pre) {
+    Tensor h = x + dropout1->forward(self_attn->forward(norm1->forward(x), src_mask));
+    return h + dropout2->forward(ff->forward(norm2->forward(h)));
+  }
+  Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, src_mask)));
+  return norm2->forward(h + dropout2->forward(ff->forward(h)));
+}
+
+// ------------------------------------------------------------------------------------------
+// DecoderLayer
+
+DecoderLayer::DecoderLayer(const TransformerLayerOptions& options) : options_(options) {
+  HEED_CHECK(options.d_ff > 0, "DecoderLayer: d_ff must be positive, got ", options.d_ff);
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
+                                               attention_options(options, true, true, sub_seed(options.seed, 0))));
+  // Separate projections: queries come from the decoder, keys and values from the memory.
+  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(
+                                                 attention_options(options, false, false, sub_seed(options.seed, 1))));
+  ff = register_module("ff", make_ff(options, sub_seed(options.seed, 5)));
+  norm1 = register_module("norm1", make_norm(options));
+  norm2 = register_module("norm2", make_norm(options));
+  norm3 = register_module("norm3", make_norm(options));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 2)));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 3)));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 4)));
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask,
+                             const KeyPaddingMask* memory_mask) {
+  if (options_.norm == NormPlacement::pre) {
+    Tensor h = x + dropout1->forward(self_attn->forward(norm1->forward(x), tgt_mask));
+    h = h + dropout2->forward(cross_attn->forward(norm2->forward(h), memory, memory_mask));
+    return h + dropout3->forward(ff->forward(norm3->forward(h)));
+  }
+  Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, tgt_mask)));
+  h = norm2->forward(h + dropout2->forward(cross_attn->forward(h, memory, memory_mask)));
+  return norm3->forward(h + dropout3->forward(ff->forward(h)));
+}
+
+// ------------------------------------------------------------------------------------------
+// Stacks
+
+static TransformerLayerOptions layer_options(TransformerLayerOptions o, int64_t i) {
+  o.seed = sub_seed(o.seed, 100 + static_cast<uint64_t>(i));
+  return o;
+}
+
+Encoder::Encoder(const TransformerLayerOptions& options, int64_t n_layers) {
+  HEED_CHECK(n_layers > 0, "Encoder: n_layers must be positive, got ", n_layers);
+  layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
+  for (int64_t i = 0; i < n_layers; ++i) layers->push_back(std::make_shared<EncoderLayer>(layer_options(options, i)));
+  if (options.norm == NormPlacement::pre) norm = register_module("norm", make_norm(options));
+}
+
+Tensor Encoder::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
+  Tensor h = x;
+  for (const auto& layer : *layers) h = layer->forward(h, src_mask);
+  return norm ? norm->forward(h) : h;
+}
+
+Decoder::Decoder(const TransformerLayerOptions& options, int64_t n_layers) {
+  HEED_CHECK(n_layers > 0, "Decoder: n_layers must be positive, got ", n_layers);
+  layers = register_module("layers", std::make_shared<ModuleList<DecoderLayer>>());
+  for (int64_t i = 0; i < n_layers; ++i) layers->push_back(std::make_shared<DecoderLayer>(layer_options(options, i)));
+  if (options.norm == NormPlacement::pre) norm = register_module("norm", make_norm(options));
+}
+
+Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask,
+                        const KeyPaddingMask* memory_mask) {
+  Tensor h = x;
+  for (const auto& layer : *layers) h = layer->forward(h, memory, tgt_mask, memory_mask);
+  return norm ? norm->forward(h) : h;
+}
+
+// ------------------------------------------------------------------------------------------
+// EncoderDecoder
+
+EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& o) : options_(o) {
+  HEED_CHECK(o.src_vocab > 0 && o.tgt_vocab > 0 && o.max_len > 0, "EncoderDecoder: src_vocab (", o.src_vocab,
+             "), tgt_vocab (", o.tgt_vocab, ") and max_len (", o.max_len, ") must be positive");
+  Generator gen(sub_seed(o.seed, 0));
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(o.src_vocab, o.d_model, &gen));
+  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(o.tgt_vocab, o.d_model, &gen));
+  pos_encoding = register_module("pos_encoding", std::make_shared<SinusoidalPositionalEncoding>(o.d_model, o.max_len));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, sub_seed(o.seed, 1)));
+  TransformerLayerOptions layer{.d_model = o.d_model, .n_head = o.n_head, .d_ff = o.d_ff, .dropout = o.dropout,
+                                .bias = true, .norm = o.norm, .eps = 1e-5, .seed = sub_seed(o.seed, 2)};
+  encoder = register_module("encoder", std::make_shared<Encoder>(layer, o.n_encoder_layers));
+  layer.seed = sub_seed(o.seed, 3);
+  decoder = register_module("decoder", std::make_shared<Decoder>(layer, o.n_decoder_layers));
+  generator = register_module("generator", std::make_shared<Linear>(o.d_model, o.tgt_vocab, true, &gen));
+}
+
+// dropout(embedding * sqrt(d_model) + PE): the paper's input scaling, so the embeddings are not
+// drowned by the unit-amplitude positional encoding.
+Tensor EncoderDecoder::embed(Embedding& table, const std::vector<int32_t>& ids, int64_t B, int64_t T) {
+  HEED_CHECK(B > 0 && T > 0 && static_cast<int64_t>(ids.size()) == B * T, "EncoderDecoder: ", ids.size(),
+             " ids for B=", B, ", T=", T);
+  HEED_CHECK(T <= options_.max_len, "EncoderDecoder: sequence length ", T, " exceeds max_len ", options_.max_len);
+  Tensor x = mul(table.forward(ids, {B, T}), std::sqrt(static_cast<double>(options_.d_model)));
+  return dropout->forward(pos_encoding->forward(x));
+}
+
+Tensor EncoderDecoder::encode(const std::vector<int32_t>& src, int64_t B, int64_t Ts, const KeyPaddingMask* src_mask) {
+  return encoder->forward(embed(*src_embed, src, B, Ts), src_mask);
+}
+
+Tensor EncoderDecoder::decode(const std::vector<int32_t>& tgt, int64_t B, int64_t Tt, const Tensor& memory,
+                              const KeyPaddingMask* tgt_mask, const KeyPaddingMask* src_mask) {
+  return generator->forward(decoder->forward(embed(*tgt_embed, tgt, B, Tt), memory, tgt_mask, src_mask));
+}
+
+Tensor EncoderDecoder::forward(const std::vector<int32_t>& src, int64_t B, int64_t Ts, const std::vector<int32_t>& tgt,
+                               int64_t Tt, const KeyPaddingMask* src_mask, const KeyPaddingMask* tgt_mask) {
+  return decode(tgt, B, Tt, encode(src, B, Ts, src_mask), tgt_mask, src_mask);
+}
+
+}  // namespace heed::nn

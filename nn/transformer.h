@@ -1,0 +1,146 @@
+// heed::nn: the Transformer of "Attention Is All You Need" (encoder, decoder, encoder-decoder),
+// post-norm as in the paper or pre-norm as in most modern models, with PyTorch-like child names:
+//
+//   nn::EncoderDecoder model({.src_vocab = 100, .tgt_vocab = 100, .d_model = 64, .n_head = 4,
+//                             .d_ff = 256, .n_encoder_layers = 2, .n_decoder_layers = 2,
+//                             .max_len = 128});
+//   Tensor logits = model.forward(src, B, Ts, tgt, Tt, &src_mask, &tgt_mask);  // (B, Tt, tgt_vocab)
+//
+// Masks are key padding masks (1 = padding); the decoder's self-attention is always causal.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/attention.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/feed_forward.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/positional.h"
+
+namespace heed::nn {
+
+/// Where each sublayer's LayerNorm sits: post (the paper: norm(x + f(x))) or pre (x + f(norm(x))).
+enum class NormPlacement { pre, post };
+
+struct TransformerLayerOptions {
+  int64_t d_model = 0;
+  int64_t n_head = 1;
+  int64_t d_ff = 0;        ///< hidden width of the feed-forward sublayer
+  double dropout = 0.0;    ///< on attention weights, sublayer outputs and the feed-forward hidden
+  bool bias = true;        ///< biases on every Linear and LayerNorm
+  NormPlacement norm = NormPlacement::post;
+  double eps = 1e-5;       ///< LayerNorm epsilon
+  uint64_t seed = 0;       ///< seeds the weight init of the attention and the dropouts
+};
+
+/// One encoder layer: self-attention then feed-forward (ReLU, as the paper), each with a residual.
+/// Children: "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2".
+class EncoderLayer : public Module {
+ public:
+  explicit EncoderLayer(const TransformerLayerOptions& options);
+  /// (B, T, C) -> (B, T, C); src_mask (B, T) marks padded positions (nullptr: none).
+  Tensor forward(const Tensor& x, const KeyPaddingMask* src_mask = nullptr);
+  const TransformerLayerOptions& options() const { return options_; }
+
+  std::shared_ptr<MultiHeadAttention> self_attn;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> dropout1, dropout2;
+
+ private:
+  TransformerLayerOptions options_;
+};
+
+/// One decoder layer: causal self-attention, cross-attention over the encoder's memory, then
+/// feed-forward. Children: "self_attn", "cross_attn", "ff", "norm1", "norm2", "norm3",
+/// "dropout1", "dropout2", "dropout3".
+class DecoderLayer : public Module {
+ public:
+  explicit DecoderLayer(const TransformerLayerOptions& options);
+  /// x (B, Tt, C), memory (B, Ts, C) -> (B, Tt, C); tgt_mask (B, Tt) pads x's keys in the
+  /// self-attention, memory_mask (B, Ts) pads memory's keys in the cross-attention.
+  Tensor forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask = nullptr,
+                 const KeyPaddingMask* memory_mask = nullptr);
+  const TransformerLayerOptions& options() const { return options_; }
+
+  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
+
+ private:
+  TransformerLayerOptions options_;
+};
+
+/// A stack of n_layers EncoderLayers ("layers"), plus a final LayerNorm "norm" when pre-norm.
+class Encoder : public Module {
+ public:
+  Encoder(const TransformerLayerOptions& options, int64_t n_layers);
+  /// (B, T, C) -> (B, T, C).
+  Tensor forward(const Tensor& x, const KeyPaddingMask* src_mask = nullptr);
+
+  std::shared_ptr<ModuleList<EncoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;  ///< null for post-norm
+};
+
+/// A stack of n_layers DecoderLayers ("layers"), plus a final LayerNorm "norm" when pre-norm.
+class Decoder : public Module {
+ public:
+  Decoder(const TransformerLayerOptions& options, int64_t n_layers);
+  /// x (B, Tt, C), memory (B, Ts, C) -> (B, Tt, C).
+  Tensor forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask = nullptr,
+                 const KeyPaddingMask* memory_mask = nullptr);
+
+  std::shared_ptr<ModuleList<DecoderLayer>> layers;
+  std::shared_ptr<LayerNorm> norm;  ///< null for post-norm
+};
+
+struct EncoderDecoderOptions {
+  int64_t src_vocab = 0;
+  int64_t tgt_vocab = 0;
+  int64_t d_model = 0;
+  int64_t n_head = 1;
+  int64_t d_ff = 0;
+  int64_t n_encoder_layers = 1;
+  int64_t n_decoder_layers = 1;
+  int64_t max_len = 0;     ///< longest source or target sequence (positional encoding table)
+  double dropout = 0.0;
+  NormPlacement norm = NormPlacement::pre;
+  uint64_t seed = 0;       ///< seeds every weight init and dropout in the model
+};
+
+/// The sequence-to-sequence Transformer. Children: "src_embed", "tgt_embed" (Embeddings, scaled
+/// by sqrt(d_model)), "pos_encoding" (sinusoidal), "dropout" (on embeddings + positions),
+/// "encoder", "decoder", "generator" (Linear d_model -> tgt_vocab, producing logits).
+class EncoderDecoder : public Module {
+ public:
+  explicit EncoderDecoder(const EncoderDecoderOptions& options);
+  /// Source ids (B * Ts, row-major) -> memory (B, Ts, d_model).
+  Tensor encode(const std::vector<int32_t>& src, int64_t B, int64_t Ts, const KeyPaddingMask* src_mask = nullptr);
+  /// Target ids (B * Tt) and memory -> logits (B, Tt, tgt_vocab); position t sees targets <= t.
+  Tensor decode(const std::vector<int32_t>& tgt, int64_t B, int64_t Tt, const Tensor& memory,
+                const KeyPaddingMask* tgt_mask = nullptr, const KeyPaddingMask* src_mask = nullptr);
+  /// decode(tgt, encode(src)): logits (B, Tt, tgt_vocab).
+  Tensor forward(const std::vector<int32_t>& src, int64_t B, int64_t Ts, const std::vector<int32_t>& tgt,
+                 int64_t Tt, const KeyPaddingMask* src_mask = nullptr, const KeyPaddingMask* tgt_mask = nullptr);
+  const EncoderDecoderOptions& options() const { return options_; }
+
+  std::shared_ptr<Embedding> src_embed, tgt_embed;
+  std::shared_ptr<SinusoidalPositionalEncoding> pos_encoding;
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<Decoder> decoder;
+  std::shared_ptr<Linear> generator;
+
+ private:
+  Tensor embed(Embedding& table, const std::vector<int32_t>& ids, int64_t B, int64_t T);
+  EncoderDecoderOptions options_;
+};
+
+}  // namespace heed::nn
