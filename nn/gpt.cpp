@@ -1,0 +1,142 @@
+#include "nn/gpt.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/ops.h"
+#include "core/random.h"
+#include "nn/init.h"
+
+namespace heed::nn {
+
+namespace {
+
+// Distinct, reproducible seeds for each block's attention and dropouts from the model seed.
+uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (a * 64 + b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// nanoGPT's _init_weights, applied to every module of the tree.
+void init_weights(Module& m, Generator& gen) {
+  for (const auto& [_, child] : m.children()) init_weights(*child, gen);
+  if (auto* lin = dynamic_cast<Linear*>(&m)) {
+    init::normal_(lin->weight, 0.02, gen);
+    if (lin->bias.defined()) init::zeros_(lin->bias);
+  } else if (auto* emb = dynamic_cast<Embedding*>(&m)) {
+    init::normal_(emb->weight, 0.02, gen);
+  } else if (auto* ln = dynamic_cast<LayerNorm*>(&m)) {
+    if (ln->weight.defined()) init::ones_(ln->weight);
+    if (ln->bias.defined()) init::zeros_(ln->bias);
+  }
+}
+
+}  // namespace
+
+GPTBlock::GPTBlock(const GPTConfig& c, uint64_t seed) {
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.n_embd, 1e-5, true, c.bias));
+  MultiHeadAttentionOptions opt;
+  opt.d_model = c.n_embd;
+  opt.n_head = c.n_head;
+  opt.causal = true;
+  opt.fused_qkv = true;
+  opt.bias = c.bias;
+  opt.dropout = c.dropout;
+  opt.seed = derive_seed(seed, 0, 0);
+  attn = register_module("attn", std::make_shared<MultiHeadAttention>(opt));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.n_embd, 1e-5, true, c.bias));
+  // Weights are re-drawn by GPT's init, so the Linears' default init is good enough here.
+  mlp = register_module("mlp", std::make_shared<FeedForward>(c.n_embd, 4 * c.n_embd, c.dropout, c.bias,
+                                                             Activation::gelu, nullptr,
+                                                             derive_seed(seed, 0, 1)));
+}
+
+Tensor GPTBlock::forward(const Tensor& x) {
+  Tensor h = add(x, attn->forward(ln_1->forward(x)));
+  return add(h, mlp->forward(ln_2->forward(h)));
+}
+
+GPTTransformer::GPTTransformer(const GPTConfig& c, uint64_t seed) {
+  wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd));
+  wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd));
+  drop = register_module("drop", std::make_shared<Dropout>(c.dropout, derive_seed(seed, 1, 0)));
+  h = register_module("h", std::make_shared<ModuleList<GPTBlock>>());
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    h->push_back(std::make_shared<GPTBlock>(c, derive_seed(seed, 2 + static_cast<uint64_t>(i), 0)));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5, true, c.bias));
+}
+
+TiedLinear::TiedLinear(Tensor w) {
+  HEED_CHECK(w.defined() && w.dim() == 2, "TiedLinear: weight must be 2-D [out, in]");
+  weight = register_parameter("weight", std::move(w));
+}
+
+Tensor TiedLinear::forward(const Tensor& x) { return linear(x, weight); }
+
+GPT::GPT(const GPTConfig& c, uint64_t seed) : config_(c) {
+  HEED_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0,
+             "GPT: sizes must be positive (vocab_size ", c.vocab_size, ", block_size ", c.block_size,
+             ", n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd, ")");
+  HEED_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head);
+  transformer = register_module("transformer", std::make_shared<GPTTransformer>(c, seed));
+  lm_head = register_module("lm_head", std::make_shared<TiedLinear>(transformer->wte->weight));
+
+  Generator gen(seed);
+  init_weights(*this, gen);
+  // Residual projections get a smaller std, scaled by depth (GPT-2 paper), as nanoGPT.
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  for (auto& [name, t] : named_parameters())
+    if (ends_with(name, "c_proj.weight")) init::normal_(t, proj_std, gen);
+}
+
+Tensor GPT::embed(const std::vector<int32_t>& idx, int64_t B, int64_t T) {
+  HEED_CHECK(B >= 1 && T >= 1, "GPT: batch ", B, " and length ", T, " must be positive");
+  HEED_CHECK(T <= config_.block_size, "GPT: cannot forward a sequence of length ", T,
+             ", block_size is only ", config_.block_size);
+  HEED_CHECK(static_cast<int64_t>(idx.size()) == B * T, "GPT: idx holds ", idx.size(), " ids, expected B*T = ",
+             B, "*", T);
+  return transformer->wte->forward(idx, {B, T});  // (B, T, C)
+}
+
+Tensor GPT::hidden(const Tensor& tok_emb) {
+  HEED_CHECK(tok_emb.dim() == 3 && tok_emb.size(2) == config_.n_embd, "GPT: embeddings ",
+             to_string(tok_emb.shape()), " must be (B, T, ", config_.n_embd, ")");
+  const int64_t T = tok_emb.size(1);
+  HEED_CHECK(T >= 1 && T <= config_.block_size, "GPT: cannot forward a sequence of length ", T,
+             ", block_size is only ", config_.block_size);
+  Tensor pos = slice(transformer->wpe->weight, 0, 0, T);  // (T, C), broadcast over B
+  Tensor x = transformer->drop->forward(add(tok_emb, pos));
+  for (const auto& block : *transformer->h) x = block->forward(x);
+  return transformer->ln_f->forward(x);
+}
+
+Tensor GPT::forward_from_embeddings(const Tensor& tok_emb) { return lm_head->forward(hidden(tok_emb)); }
+
+Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T) {
+  return forward_from_embeddings(embed(idx, B, T));
+}
+
+Tensor GPT::loss(const std::vector<int32_t>& idx, const std::vector<int32_t>& targets, int64_t B, int64_t T) {
+  HEED_CHECK(targets.size() == idx.size(), "GPT::loss: ", targets.size(), " targets for ", idx.size(), " ids");
+  Tensor logits = forward(idx, B, T);
+  return cross_entropy(reshape(logits, {B * T, config_.vocab_size}), targets);
+}
+
+Tensor GPT::last_logits(const std::vector<int32_t>& idx, int64_t B, int64_t T) {
+  Tensor x = hidden(embed(idx, B, T));
+  Tensor last = reshape(slice(x, 1, T - 1, T), {B, config_.n_embd});  // (B, C)
+  return lm_head->forward(last);                                      // (B, V)
+}
+
+int64_t GPT::num_params(bool non_embedding) const {
+  int64_t n = num_parameters();
+  return non_embedding ? n - transformer->wpe->weight.numel() : n;
+}
+
+}  // namespace heed::nn

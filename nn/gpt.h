@@ -1,0 +1,109 @@
+// heed::nn: a GPT language model equivalent to nanoGPT's model.py, parameter names included, so
+// named_tensors() lists exactly nanoGPT's state_dict keys:
+//
+//   transformer.wte.weight, transformer.wpe.weight,
+//   transformer.h.{i}.ln_1.weight/.bias, transformer.h.{i}.attn.c_attn.weight/.bias,
+//   transformer.h.{i}.attn.c_proj.weight/.bias, transformer.h.{i}.ln_2.weight/.bias,
+//   transformer.h.{i}.mlp.c_fc.weight/.bias, transformer.h.{i}.mlp.c_proj.weight/.bias,
+//   transformer.ln_f.weight/.bias, lm_head.weight   (biases only with config.bias)
+//
+// lm_head.weight is the same tensor as transformer.wte.weight (weight tying): named_parameters()
+// yields it once, as PyTorch does. Shapes: B batch, T time (<= block_size), C n_embd, V vocab.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/attention.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/feed_forward.h"
+#include "nn/layer_norm.h"
+#include "nn/module.h"
+
+namespace heed::nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 65;
+  int64_t block_size = 64;  ///< the longest context (rows of wpe)
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  double dropout = 0.0;
+  bool bias = false;  ///< biases in the Linear and LayerNorm layers
+};
+
+/// One pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+class GPTBlock : public Module {
+ public:
+  /// Children "ln_1", "attn" (causal, fused c_attn), "ln_2", "mlp" (c_fc 4C, GELU, c_proj).
+  GPTBlock(const GPTConfig& config, uint64_t seed);
+  /// x (B, T, C) -> (B, T, C).
+  Tensor forward(const Tensor& x);
+
+  std::shared_ptr<LayerNorm> ln_1;
+  std::shared_ptr<MultiHeadAttention> attn;
+  std::shared_ptr<LayerNorm> ln_2;
+  std::shared_ptr<FeedForward> mlp;
+};
+
+/// The embedding and block stack, nanoGPT's `transformer` ModuleDict.
+class GPTTransformer : public Module {
+ public:
+  /// Children "wte", "wpe", "drop", "h", "ln_f", in nanoGPT's order.
+  GPTTransformer(const GPTConfig& config, uint64_t seed);
+
+  std::shared_ptr<Embedding> wte;
+  std::shared_ptr<Embedding> wpe;
+  std::shared_ptr<Dropout> drop;
+  std::shared_ptr<ModuleList<GPTBlock>> h;
+  std::shared_ptr<LayerNorm> ln_f;
+};
+
+/// The output projection whose weight is shared with another module (the tied lm_head).
+class TiedLinear : public Module {
+ public:
+  /// Registers `weight` ([out, in], an existing parameter) as "weight"; no bias.
+  explicit TiedLinear(Tensor weight);
+  /// x (..., in) -> (..., out).
+  Tensor forward(const Tensor& x);
+
+  Tensor weight;
+};
+
+class GPT : public Module {
+ public:
+  /// Builds the model and initialises it as nanoGPT: Linear and Embedding weights normal(0, 0.02),
+  /// biases 0, LayerNorms 1 and 0, every "*c_proj.weight" normal(0, 0.02 / sqrt(2 n_layer)).
+  /// `seed` fixes the init and the dropout masks. Throws on non-positive sizes or n_embd % n_head.
+  explicit GPT(const GPTConfig& config, uint64_t seed = 1337);
+
+  /// idx: B*T token ids (row-major (B, T)) -> logits (B, T, V). Throws if T > block_size.
+  Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T);
+  /// Mean cross-entropy of forward(idx) against targets (B*T ids), as nanoGPT's loss.
+  Tensor loss(const std::vector<int32_t>& idx, const std::vector<int32_t>& targets, int64_t B, int64_t T);
+  /// Logits (B, T, V) from token embeddings tok_emb (B, T, C) (what wte would give): adds the
+  /// position embeddings and runs the rest of the model. Lets a gradcheck perturb the embeddings.
+  Tensor forward_from_embeddings(const Tensor& tok_emb);
+  /// Logits of the last position only, (B, V): what sampling needs, without the lm_head
+  /// product for the other T - 1 positions.
+  Tensor last_logits(const std::vector<int32_t>& idx, int64_t B, int64_t T);
+
+  const GPTConfig& config() const { return config_; }
+  /// Parameters, the tied matrix counted once; non_embedding leaves out wpe, as nanoGPT.
+  int64_t num_params(bool non_embedding = true) const;
+
+  std::shared_ptr<GPTTransformer> transformer;
+  std::shared_ptr<TiedLinear> lm_head;
+
+ private:
+  // tok_emb (B, T, C) -> the final hidden states after ln_f (B, T, C).
+  Tensor hidden(const Tensor& tok_emb);
+  Tensor embed(const std::vector<int32_t>& idx, int64_t B, int64_t T);
+
+  GPTConfig config_;
+};
+
+}  // namespace heed::nn
