@@ -1,0 +1,458 @@
+// Reductions and softmax: sum, mean, max over an axis or everything; softmax and log_softmax.
+//
+// Every axis op views its (contiguous) input as (outer, n, inner): n the reduced axis, outer the
+// product of the dims before it, inner the product after. inner == 1 (the last axis: attention
+// rows, logits) is the hot path, a tight pointer loop per row; inner > 1 walks the n rows of each
+// outer block once, vectorised across inner, so no transposed copy is needed. Kernels come in
+// llm.c-style forward/backward pairs; the autograd wrappers below each pair capture what the
+// backward needs. The inner loops use xsimd (exp especially: std::exp does not vectorise, and a
+// scalar exp makes softmax ~10x slower: ../shared/docs/dependencies.md, trap 2).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/strided.h"
+
+namespace heed {
+
+namespace {
+
+// ------------------------------------------------------------------------------------------
+// Vector helpers over one contiguous row of n elements. A scalar tail finishes what the batches
+// leave; both use the same formulas, so results differ only in rounding.
+
+template <class T>
+using Batch = xsimd::batch<T>;
+
+// Summing in T lanes, but in blocks whose totals go into a double: a float32 sum of millions of
+// elements stays accurate (the error grows with the block length, not with n).
+template <class T>
+T row_sum(const T* x, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  constexpr int64_t kBlock = 4096;
+  double total = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    const int64_t b1 = std::min(n, b0 + kBlock);
+    Batch<T> a0(T(0)), a1(T(0));
+    int64_t i = b0;
+    for (; i + 2 * W <= b1; i += 2 * W) {
+      a0 += Batch<T>::load_unaligned(x + i);
+      a1 += Batch<T>::load_unaligned(x + i + W);
+    }
+    T s = xsimd::hadd(a0 + a1);
+    for (; i < b1; ++i) s += x[i];
+    total += s;
+  }
+  return static_cast<T>(total);
+}
+
+template <class T>
+T row_max(const T* x, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  if (n >= W) {
+    Batch<T> mb = Batch<T>::load_unaligned(x);
+    for (i = W; i + W <= n; i += W) mb = xsimd::max(mb, Batch<T>::load_unaligned(x + i));
+    alignas(64) T lanes[W];
+    mb.store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+template <class T>
+T row_dot(const T* a, const T* b, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  Batch<T> acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc = xsimd::fma(Batch<T>::load_unaligned(a + i), Batch<T>::load_unaligned(b + i), acc);
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y = exp(x - shift) (y may be null: only the sum is wanted); returns sum(exp(x - shift)).
+template <class T>
+T row_exp_sum(T* y, const T* x, T shift, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  const Batch<T> sb(shift);
+  Batch<T> acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(x + i) - sb);
+    if (y) e.store_unaligned(y + i);
+    acc += e;
+  }
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) {
+    const T e = std::exp(x[i] - shift);
+    if (y) y[i] = e;
+    s += e;
+  }
+  return s;
+}
+
+// y[i] = exp(x[i] - shift[i]) elementwise (the inner > 1 softmax: one shift per column).
+template <class T>
+void exp_sub(T* y, const T* x, const T* shift, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    xsimd::exp(Batch<T>::load_unaligned(x + i) - Batch<T>::load_unaligned(shift + i)).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] = std::exp(x[i] - shift[i]);
+}
+
+// dx[i] = g[i] - exp(y[i]) * s[i] (s[i] = s0 when s is null): the log_softmax backward.
+template <class T>
+void sub_exp_scaled(T* dx, const T* g, const T* y, const T* s, T s0, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const Batch<T> sv = s ? Batch<T>::load_unaligned(s + i) : Batch<T>(s0);
+    const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(y + i));
+    xsimd::fnma(e, sv, Batch<T>::load_unaligned(g + i)).store_unaligned(dx + i);
+  }
+  for (; i < n; ++i) dx[i] = g[i] - std::exp(y[i]) * (s ? s[i] : s0);
+}
+
+// ------------------------------------------------------------------------------------------
+// sum / mean over an axis. x, dx: (outer, n, inner); out, dout: (outer, inner). mean is sum with
+// scale 1/n.
+
+template <class T>
+void sum_forward(T* out, const T* x, double scale, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) out[o] = static_cast<T>(row_sum(x + o * n, n) * scale);
+    return;
+  }
+  // Column sums accumulate in double: n rows added one after another would lose float32
+  // precision linearly in n. Converting costs little next to reading x.
+  std::vector<double> acc(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    const T* xo = x + o * n * inner;
+    for (int64_t k = 0; k < n; ++k) {
+      const T* row = xo + k * inner;
+      for (int64_t i = 0; i < inner; ++i) acc[i] += row[i];
+    }
+    T* oo = out + o * inner;
+    for (int64_t i = 0; i < inner; ++i) oo[i] = static_cast<T>(acc[i] * scale);
+  }
+}
+
+// dx[o, k, i] = dout[o, i] * scale: the gradient of a sum is a broadcast.
+template <class T>
+void sum_backward(T* dx, const T* dout, double scale, int64_t outer, int64_t n, int64_t inner) {
+  const T s = static_cast<T>(scale);
+  for (int64_t o = 0; o < outer; ++o) {
+    if (inner == 1) {
+      std::fill(dx + o * n, dx + (o + 1) * n, dout[o] * s);
+      continue;
+    }
+    const T* go = dout + o * inner;
+    for (int64_t k = 0; k < n; ++k) {
+      T* row = dx + (o * n + k) * inner;
+      for (int64_t i = 0; i < inner; ++i) row[i] = go[i] * s;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// max over an axis. x, dx: (outer, n >= 1, inner); out, dout, arg: (outer, inner); arg holds the
+// index along n of the first maximal element (a NaN counts as maximal, as in torch.max).
+
+template <class T>
+void max_forward(T* out, int64_t* arg, const T* x, int64_t outer, int64_t n, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* xo = x + o * n * inner;
+    T* oo = out + o * inner;
+    int64_t* ao = arg + o * inner;
+    if (inner == 1) {
+      T best = xo[0];
+      int64_t bi = 0;
+      for (int64_t k = 1; k < n; ++k) {
+        // Strictly greater, so ties keep the first; !(v <= best) also takes a NaN, and a NaN best stays.
+        if (!(xo[k] <= best) && best == best) best = xo[k], bi = k;
+      }
+      *oo = best;
+      *ao = bi;
+      continue;
+    }
+    std::copy(xo, xo + inner, oo);
+    std::fill(ao, ao + inner, int64_t{0});
+    for (int64_t k = 1; k < n; ++k) {
+      const T* row = xo + k * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        const bool take = !(row[i] <= oo[i]) && oo[i] == oo[i];
+        oo[i] = take ? row[i] : oo[i];
+        ao[i] = take ? k : ao[i];
+      }
+    }
+  }
+}
+
+// dx = 0 except dx[o, arg[o, i], i] = dout[o, i].
+template <class T>
+void max_backward(T* dx, const T* dout, const int64_t* arg, int64_t outer, int64_t n, int64_t inner) {
+  std::fill(dx, dx + outer * n * inner, T(0));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) dx[(o * n + arg[o * inner + i]) * inner + i] = dout[o * inner + i];
+}
+
+// ------------------------------------------------------------------------------------------
+// softmax. x, y, dy, dx: (outer, n, inner). y = exp(x - max) / sum(exp(x - max)) along n; the
+// max keeps exp from overflowing (inputs of 1000 would give inf / inf otherwise).
+
+template <class T>
+void softmax_forward(T* y, const T* x, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* xr = x + o * n;
+      T* yr = y + o * n;
+      const T m = row_max(xr, n);
+      const T inv = T(1) / row_exp_sum(yr, xr, m, n);
+      for (int64_t k = 0; k < n; ++k) yr[k] *= inv;
+    }
+    return;
+  }
+  std::vector<T> m(inner), s(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* xo = x + o * n * inner;
+    T* yo = y + o * n * inner;
+    std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) m[i] = std::max(m[i], xo[k * inner + i]);
+    std::fill(s.begin(), s.end(), T(0));
+    for (int64_t k = 0; k < n; ++k) {
+      exp_sub(yo + k * inner, xo + k * inner, m.data(), inner);
+      for (int64_t i = 0; i < inner; ++i) s[i] += yo[k * inner + i];
+    }
+    for (int64_t i = 0; i < inner; ++i) s[i] = T(1) / s[i];
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) yo[k * inner + i] *= s[i];
+  }
+}
+
+// dx = y * (dy - sum_n(dy * y)).
+template <class T>
+void softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* g = dy + o * n;
+      const T* yr = y + o * n;
+      T* d = dx + o * n;
+      const T dot = row_dot(g, yr, n);
+      for (int64_t k = 0; k < n; ++k) d[k] = yr[k] * (g[k] - dot);
+    }
+    return;
+  }
+  std::vector<T> dot(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t base = o * n * inner;
+    std::fill(dot.begin(), dot.end(), T(0));
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) dot[i] += dy[base + k * inner + i] * y[base + k * inner + i];
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t j = base + k * inner + i;
+        dx[j] = y[j] * (dy[j] - dot[i]);
+      }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// log_softmax. x, y, dy, dx: (outer, n, inner). y = (x - max) - log sum exp(x - max) along n,
+// in that order: x - max is exact for nearby values, while x - (max + log sum) would round at
+// the magnitude of x (an error of 3e-5 in float32 for inputs near 1000).
+
+template <class T>
+void log_softmax_forward(T* y, const T* x, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* xr = x + o * n;
+      T* yr = y + o * n;
+      const T m = row_max(xr, n);
+      const T log_s = std::log(row_exp_sum<T>(nullptr, xr, m, n));
+      for (int64_t k = 0; k < n; ++k) yr[k] = (xr[k] - m) - log_s;
+    }
+    return;
+  }
+  std::vector<T> m(inner), s(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* xo = x + o * n * inner;
+    T* yo = y + o * n * inner;
+    std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) m[i] = std::max(m[i], xo[k * inner + i]);
+    // y's rows serve as scratch for exp(x - m) before they get their final values.
+    std::fill(s.begin(), s.end(), T(0));
+    for (int64_t k = 0; k < n; ++k) {
+      exp_sub(yo + k * inner, xo + k * inner, m.data(), inner);
+      for (int64_t i = 0; i < inner; ++i) s[i] += yo[k * inner + i];
+    }
+    for (int64_t i = 0; i < inner; ++i) s[i] = std::log(s[i]);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) yo[k * inner + i] = (xo[k * inner + i] - m[i]) - s[i];
+  }
+}
+
+// dx = dy - exp(y) * sum_n(dy)  (exp(y) is the softmax).
+template <class T>
+void log_softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* g = dy + o * n;
+      sub_exp_scaled<T>(dx + o * n, g, y + o * n, nullptr, row_sum(g, n), n);
+    }
+    return;
+  }
+  std::vector<T> s(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t base = o * n * inner;
+    std::fill(s.begin(), s.end(), T(0));
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) s[i] += dy[base + k * inner + i];
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t j = base + k * inner;
+      sub_exp_scaled<T>(dx + j, dy + j, y + j, s.data(), T(0), inner);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// The (outer, n, inner) view of an axis op's input.
+
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+  Shape out_shape;  // the reduced shape, with or without the kept 1
+};
+
+AxisView axis_view(const Tensor& a, int64_t axis, bool keepdim, const char* op) {
+  AxisView v;
+  const Shape& s = a.shape();
+  if (s.empty()) {  // a 0-d tensor has one axis to speak of, as in torch: 0 or -1
+    detail::normalize_axis(axis, 1, op, s);
+    return v;
+  }
+  const int64_t ax = detail::normalize_axis(axis, a.dim(), op, s);
+  for (int64_t d = 0; d < ax; ++d) v.outer *= s[d];
+  v.n = s[ax];
+  for (int64_t d = ax + 1; d < a.dim(); ++d) v.inner *= s[d];
+  v.out_shape = s;
+  if (keepdim) {
+    v.out_shape[ax] = 1;
+  } else {
+    v.out_shape.erase(v.out_shape.begin() + ax);
+  }
+  return v;
+}
+
+// The input as a contiguous buffer, outside autograd (the ops record themselves on `a`).
+Tensor contiguous_data(const Tensor& a) { return a.is_contiguous() ? a : a.detach().contiguous(); }
+
+Tensor sum_or_mean(const Tensor& a, int64_t axis, bool keepdim, bool is_mean) {
+  const char* op = is_mean ? "mean" : "sum";
+  const AxisView v = axis_view(a, axis, keepdim, op);
+  const double scale = is_mean ? 1.0 / static_cast<double>(v.n) : 1.0;
+  const Tensor x = contiguous_data(a);
+  Tensor out = Tensor::empty(v.out_shape, a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() { sum_forward<T>(out.data<T>(), x.data<T>(), scale, v.outer, v.n, v.inner); });
+  return record(op, out, {a}, [v, scale, shape = a.shape(), dtype = a.dtype()](const Tensor& g) {
+    Tensor dx = Tensor::empty(shape, dtype);
+    visit_dtype(dtype, [&]<class T>() { sum_backward<T>(dx.data<T>(), g.data<T>(), scale, v.outer, v.n, v.inner); });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+// Sum of every element, through the strides (no contiguous copy); innermost rows with unit
+// stride take the vector path.
+double sum_all_values(const Tensor& a) {
+  return visit_dtype(a.dtype(), [&]<class T>() -> double {
+    if (a.is_contiguous()) return row_sum(a.data<T>(), a.numel());
+    const T* base = static_cast<const T*>(a.storage()->data());
+    const int64_t st = a.strides().back();
+    double total = 0;
+    detail::for_each_row<1>(a.shape(), {&a.strides()}, {a.offset()}, [&](int64_t len, const std::array<int64_t, 1>& off) {
+      const T* r = base + off[0];
+      if (st == 1) {
+        total += row_sum(r, len);
+      } else {
+        T s = 0;
+        for (int64_t i = 0; i < len; ++i) s += r[i * st];
+        total += s;
+      }
+    });
+    return total;
+  });
+}
+
+Tensor sum_or_mean_all(const Tensor& a, bool is_mean) {
+  const double scale = is_mean ? 1.0 / static_cast<double>(a.numel()) : 1.0;
+  Tensor out = Tensor::scalar(sum_all_values(a) * scale, a.dtype());
+  return record(is_mean ? "mean" : "sum", out, {a}, [scale, shape = a.shape(), dtype = a.dtype()](const Tensor& g) {
+    return std::vector<Tensor>{Tensor::full(shape, g.item() * scale, dtype)};
+  });
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// The ops
+
+Tensor sum(const Tensor& a) { return sum_or_mean_all(a, false); }
+Tensor mean(const Tensor& a) { return sum_or_mean_all(a, true); }
+Tensor sum(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a, axis, keepdim, false); }
+Tensor mean(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a, axis, keepdim, true); }
+
+Tensor max(const Tensor& a, int64_t axis, bool keepdim) {
+  const AxisView v = axis_view(a, axis, keepdim, "max");
+  HEED_CHECK(v.n > 0 || v.outer * v.inner == 0, "max: cannot reduce axis ", axis, " of size 0 in shape ",
+             to_string(a.shape()));
+  const Tensor x = contiguous_data(a);
+  Tensor out = Tensor::empty(v.out_shape, a.dtype());
+  auto arg = std::make_shared<std::vector<int64_t>>(v.outer * v.inner);
+  visit_dtype(a.dtype(), [&]<class T>() { max_forward<T>(out.data<T>(), arg->data(), x.data<T>(), v.outer, v.n, v.inner); });
+  return record("max", out, {a}, [v, arg, shape = a.shape(), dtype = a.dtype()](const Tensor& g) {
+    Tensor dx = Tensor::empty(shape, dtype);
+    visit_dtype(dtype, [&]<class T>() { max_backward<T>(dx.data<T>(), g.data<T>(), arg->data(), v.outer, v.n, v.inner); });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor softmax(const Tensor& a, int64_t axis) {
+  const AxisView v = axis_view(a, axis, true, "softmax");
+  const Tensor x = contiguous_data(a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() { softmax_forward<T>(out.data<T>(), x.data<T>(), v.outer, v.n, v.inner); });
+  return record("softmax", out, {a}, [v, y = out.detach()](const Tensor& g) {
+    Tensor dx = Tensor::empty(y.shape(), y.dtype());
+    visit_dtype(y.dtype(), [&]<class T>() {
+      softmax_backward<T>(dx.data<T>(), g.data<T>(), y.data<T>(), v.outer, v.n, v.inner);
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor log_softmax(const Tensor& a, int64_t axis) {
+  const AxisView v = axis_view(a, axis, true, "log_softmax");
+  const Tensor x = contiguous_data(a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() { log_softmax_forward<T>(out.data<T>(), x.data<T>(), v.outer, v.n, v.inner); });
+  return record("log_softmax", out, {a}, [v, y = out.detach()](const Tensor& g) {
+    Tensor dx = Tensor::empty(y.shape(), y.dtype());
+    visit_dtype(y.dtype(), [&]<class T>() {
+      log_softmax_backward<T>(dx.data<T>(), g.data<T>(), y.data<T>(), v.outer, v.n, v.inner);
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace heed
