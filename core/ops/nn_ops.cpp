@@ -1,0 +1,432 @@
+// Neural-network ops: embedding, masked_fill, cross_entropy, dropout and layer_norm.
+//
+// cross_entropy and layer_norm are fused llm.c-style kernel pairs (forward/backward over
+// contiguous rows, with shape comments), each followed by its autograd wrapper, which keeps the
+// small per-row caches (lse; mean and rstd) the backward needs. Row reductions use xsimd
+// batches: GCC does not vectorise a floating-point reduction without -ffast-math, and std::exp
+// does not vectorise at all (../shared/docs/dependencies.md, trap 2).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/strided.h"
+#include "core/random.h"
+
+namespace heed {
+
+namespace {
+
+template <class T>
+using Batch = xsimd::batch<T>;
+
+// The input as a contiguous buffer, outside autograd (the ops record themselves on `a`).
+Tensor contiguous_data(const Tensor& a) { return a.is_contiguous() ? a : a.detach().contiguous(); }
+
+// ------------------------------------------------------------------------------------------
+// Row helpers over n contiguous elements; a scalar tail finishes what the batches leave.
+
+template <class T>
+T row_max(const T* x, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  if (n >= W) {
+    Batch<T> mb = Batch<T>::load_unaligned(x);
+    for (i = W; i + W <= n; i += W) mb = xsimd::max(mb, Batch<T>::load_unaligned(x + i));
+    alignas(64) T lanes[W];
+    mb.store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// sum(exp(x - shift)). Lanes accumulate in T over blocks whose totals go into a double, so a
+// float32 sum over a 50k vocabulary keeps its precision.
+template <class T>
+double row_exp_sum(const T* x, T shift, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  constexpr int64_t kBlock = 2048;
+  const Batch<T> sb(shift);
+  double total = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    const int64_t b1 = std::min(n, b0 + kBlock);
+    Batch<T> acc(T(0));
+    int64_t i = b0;
+    for (; i + W <= b1; i += W) acc += xsimd::exp(Batch<T>::load_unaligned(x + i) - sb);
+    T s = xsimd::hadd(acc);
+    for (; i < b1; ++i) s += std::exp(x[i] - shift);
+    total += s;
+  }
+  return total;
+}
+
+template <class T>
+T row_sum(const T* x, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  Batch<T> acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc += Batch<T>::load_unaligned(x + i);
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+// sum((x - m)^2): the two-pass variance, which does not cancel catastrophically as E[x^2] - m^2 does.
+template <class T>
+T row_sq_dev(const T* x, T m, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  const Batch<T> mb(m);
+  Batch<T> acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const Batch<T> d = Batch<T>::load_unaligned(x + i) - mb;
+    acc = xsimd::fma(d, d, acc);
+  }
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) s += (x[i] - m) * (x[i] - m);
+  return s;
+}
+
+// Strides of a mask of shape `ms` (row-major, contiguous) seen with shape `out`: right-aligned,
+// 0 on broadcast axes. Throws, naming the shapes, unless `ms` broadcasts to `out`.
+Shape mask_strides(const Shape& ms, const Shape& out, const char* op) {
+  HEED_CHECK(ms.size() <= out.size(), op, ": mask of shape ", to_string(ms),
+             " cannot be broadcast to the input's shape ", to_string(out));
+  const Shape cs = contiguous_strides(ms);
+  Shape st(out.size(), 0);
+  const size_t lead = out.size() - ms.size();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    HEED_CHECK(ms[i] == out[lead + i] || ms[i] == 1, op, ": mask of shape ", to_string(ms),
+               " cannot be broadcast to the input's shape ", to_string(out));
+    st[lead + i] = ms[i] == 1 ? 0 : cs[i];
+  }
+  return st;
+}
+
+// ------------------------------------------------------------------------------------------
+// cross_entropy. x: (N, C) logits; targets: (N); lse: (N), log-sum-exp of each non-ignored row
+// (ignored rows are left untouched). Returns the summed loss of the non-ignored rows.
+
+template <class T>
+double cross_entropy_forward(T* lse, const T* x, const int32_t* targets, int32_t ignore_index, int64_t N,
+                             int64_t C) {
+  double loss = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    if (targets[r] == ignore_index) continue;
+    const T* xr = x + r * C;
+    // The max keeps exp from overflowing: logits of 1e4 would give inf / inf.
+    const T m = row_max(xr, C);
+    const double l = static_cast<double>(m) + std::log(row_exp_sum(xr, m, C));
+    lse[r] = static_cast<T>(l);
+    loss += l - static_cast<double>(xr[targets[r]]);
+  }
+  return loss;
+}
+
+// dx = (softmax(x) - onehot(target)) * scale per row, zero rows for ignored targets; the
+// softmax is recomputed from the cached lse, one exp per element, instead of keeping (N, C)
+// probabilities alive between the passes (1.6 GB for a GPT-2 batch).
+template <class T>
+void cross_entropy_backward(T* dx, const T* x, const T* lse, const int32_t* targets, int32_t ignore_index,
+                            T scale, int64_t N, int64_t C) {
+  constexpr int64_t W = Batch<T>::size;
+  for (int64_t r = 0; r < N; ++r) {
+    T* d = dx + r * C;
+    if (targets[r] == ignore_index) {
+      std::fill(d, d + C, T(0));
+      continue;
+    }
+    const T* xr = x + r * C;
+    const Batch<T> lb(lse[r]), sb(scale);
+    int64_t i = 0;
+    for (; i + W <= C; i += W) (xsimd::exp(Batch<T>::load_unaligned(xr + i) - lb) * sb).store_unaligned(d + i);
+    for (; i < C; ++i) d[i] = std::exp(xr[i] - lse[r]) * scale;
+    d[targets[r]] -= scale;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// layer_norm. x, out, dy, dx: (N, C); w, b, dw, db: (C) or null; mean, rstd: (N).
+// out = (x - mean) * rstd * w + b with the biased variance, as torch.
+
+template <class T>
+void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C,
+                        T eps) {
+  for (int64_t r = 0; r < N; ++r) {
+    const T* xr = x + r * C;
+    T* o = out + r * C;
+    const T m = row_sum(xr, C) / static_cast<T>(C);
+    const T s = T(1) / std::sqrt(row_sq_dev(xr, m, C) / static_cast<T>(C) + eps);
+    mean[r] = m;
+    rstd[r] = s;
+    if (w && b) {
+      for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s * w[i] + b[i];
+    } else if (w) {
+      for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s * w[i];
+    } else if (b) {
+      for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s + b[i];
+    } else {
+      for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s;
+    }
+  }
+}
+
+// With norm = (x - mean) * rstd and dnorm = dy * w (dy when w is null):
+//   dx = (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd,
+//   dw = sum over rows of dy * norm, db = sum over rows of dy.
+// dw and db (either may be null) gather N rows each, so they accumulate in double.
+template <class T>
+void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
+                         const T* rstd, int64_t N, int64_t C) {
+  constexpr int64_t W = Batch<T>::size;
+  std::vector<double> dw_acc(dw ? C : 0, 0.0), db_acc(db ? C : 0, 0.0);
+  std::vector<T> dnorm_buf(w ? C : 0);
+  for (int64_t r = 0; r < N; ++r) {
+    const T* g = dy + r * C;
+    const T* xr = x + r * C;
+    T* d = dx + r * C;
+    const T m = mean[r], s = rstd[r];
+    const T* dn = g;
+    if (w) {
+      for (int64_t i = 0; i < C; ++i) dnorm_buf[i] = g[i] * w[i];
+      dn = dnorm_buf.data();
+    }
+    // sum(dnorm) and sum(dnorm * norm) in one pass; norm is recomputed rather than stored.
+    const Batch<T> mb(m), sbt(s);
+    Batch<T> a0(T(0)), a1(T(0));
+    int64_t i = 0;
+    for (; i + W <= C; i += W) {
+      const Batch<T> dv = Batch<T>::load_unaligned(dn + i);
+      const Batch<T> nv = (Batch<T>::load_unaligned(xr + i) - mb) * sbt;
+      a0 += dv;
+      a1 = xsimd::fma(dv, nv, a1);
+    }
+    T sum_dn = xsimd::hadd(a0), sum_dn_norm = xsimd::hadd(a1);
+    for (; i < C; ++i) {
+      sum_dn += dn[i];
+      sum_dn_norm += dn[i] * (xr[i] - m) * s;
+    }
+    const T mean_dn = sum_dn / static_cast<T>(C), mean_dn_norm = sum_dn_norm / static_cast<T>(C);
+    for (int64_t k = 0; k < C; ++k) d[k] = (dn[k] - mean_dn - (xr[k] - m) * s * mean_dn_norm) * s;
+    if (dw)
+      for (int64_t k = 0; k < C; ++k) dw_acc[k] += static_cast<double>(g[k] * ((xr[k] - m) * s));
+    if (db)
+      for (int64_t k = 0; k < C; ++k) db_acc[k] += static_cast<double>(g[k]);
+  }
+  for (int64_t k = 0; k < (dw ? C : 0); ++k) dw[k] = static_cast<T>(dw_acc[k]);
+  for (int64_t k = 0; k < (db ? C : 0); ++k) db[k] = static_cast<T>(db_acc[k]);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// embedding
+
+Tensor embedding(const Tensor& weight, const std::vector<int32_t>& ids, const Shape& ids_shape) {
+  HEED_CHECK(weight.dim() == 2, "embedding: weight must be (V, C), got ", to_string(weight.shape()));
+  HEED_CHECK(static_cast<int64_t>(ids.size()) == numel_of(ids_shape), "embedding: ", ids.size(),
+             " ids do not fill ids_shape ", to_string(ids_shape));
+  const int64_t V = weight.size(0), C = weight.size(1);
+  for (size_t i = 0; i < ids.size(); ++i)
+    HEED_CHECK(ids[i] >= 0 && ids[i] < V, "embedding: id ", ids[i], " at position ", i,
+               " is out of range for ", V, " embeddings (weight ", to_string(weight.shape()), ")");
+  Shape out_shape = ids_shape;
+  out_shape.push_back(C);
+  const Tensor w = contiguous_data(weight);
+  Tensor out = Tensor::empty(out_shape, weight.dtype());
+  visit_dtype(weight.dtype(), [&]<class T>() {
+    const T* pw = w.data<T>();
+    T* po = out.data<T>();
+    for (size_t i = 0; i < ids.size(); ++i) std::memcpy(po + i * C, pw + ids[i] * C, C * sizeof(T));
+  });
+  auto saved = std::make_shared<const std::vector<int32_t>>(ids);
+  return record("embedding", out, {weight}, [saved, V, C, dtype = weight.dtype()](const Tensor& g) {
+    // Scatter-add: a repeated id gathers the gradient of every position that used it.
+    Tensor dw = Tensor::zeros({V, C}, dtype);
+    visit_dtype(dtype, [&]<class T>() {
+      const T* pg = g.data<T>();
+      T* pd = dw.data<T>();
+      for (size_t i = 0; i < saved->size(); ++i) {
+        const T* gr = pg + i * C;
+        T* dr = pd + (*saved)[i] * C;
+        for (int64_t k = 0; k < C; ++k) dr[k] += gr[k];
+      }
+    });
+    return std::vector<Tensor>{dw};
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// masked_fill
+
+Tensor masked_fill(const Tensor& a, const std::vector<uint8_t>& mask, const Shape& mask_shape, double value) {
+  HEED_CHECK(static_cast<int64_t>(mask.size()) == numel_of(mask_shape), "masked_fill: ", mask.size(),
+             " mask bytes do not fill mask shape ", to_string(mask_shape));
+  const Shape& shape = a.shape();
+  const Shape ms = mask_strides(mask_shape, shape, "masked_fill");
+  const Shape os = contiguous_strides(shape);
+  Tensor out = Tensor::empty(shape, a.dtype());
+  auto saved = std::make_shared<const std::vector<uint8_t>>(mask);
+  visit_dtype(a.dtype(), [&]<class T>() {
+    const T v = static_cast<T>(value);
+    const T* pa = static_cast<const T*>(a.storage()->data());
+    const uint8_t* pm = saved->data();
+    T* po = out.data<T>();
+    if (mask_shape == shape && a.is_contiguous()) {
+      const T* x = pa + a.offset();
+      for (int64_t i = 0, n = a.numel(); i < n; ++i) po[i] = pm[i] ? v : x[i];
+      return;
+    }
+    const int64_t sa = shape.empty() ? 0 : a.strides().back(), sm = ms.empty() ? 0 : ms.back();
+    detail::for_each_row<3>(shape, {&a.strides(), &ms, &os}, {a.offset(), 0, 0},
+                            [&](int64_t len, const std::array<int64_t, 3>& off) {
+                              const T* ra = pa + off[0];
+                              const uint8_t* rm = pm + off[1];
+                              T* ro = po + off[2];
+                              for (int64_t i = 0; i < len; ++i) ro[i] = rm[i * sm] ? v : ra[i * sa];
+                            });
+  });
+  return record("masked_fill", out, {a}, [saved, ms, shape, dtype = a.dtype()](const Tensor& g) {
+    Tensor dx = Tensor::empty(shape, dtype);
+    const Shape os = contiguous_strides(shape);
+    visit_dtype(dtype, [&]<class T>() {
+      const T* pg = g.data<T>();
+      const uint8_t* pm = saved->data();
+      T* pd = dx.data<T>();
+      const int64_t sm = ms.empty() ? 0 : ms.back();
+      detail::for_each_row<2>(shape, {&ms, &os}, {0, 0}, [&](int64_t len, const std::array<int64_t, 2>& off) {
+        const uint8_t* rm = pm + off[0];
+        for (int64_t i = 0; i < len; ++i) pd[off[1] + i] = rm[i * sm] ? T(0) : pg[off[1] + i];
+      });
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// cross_entropy
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, int32_t ignore_index) {
+  HEED_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", to_string(logits.shape()));
+  const int64_t N = logits.size(0), C = logits.size(1);
+  HEED_CHECK(static_cast<int64_t>(targets.size()) == N, "cross_entropy: ", targets.size(),
+             " targets for logits ", to_string(logits.shape()));
+  int64_t n_valid = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    const int32_t t = targets[r];
+    if (t == ignore_index) continue;
+    HEED_CHECK(t >= 0 && t < C, "cross_entropy: target ", t, " in row ", r, " is out of range for ", C,
+               " classes (logits ", to_string(logits.shape()), ", ignore_index ", ignore_index, ")");
+    ++n_valid;
+  }
+  const Tensor x = contiguous_data(logits);
+  const DType dtype = logits.dtype();
+  Tensor lse = Tensor::empty({N}, dtype);
+  const double total = visit_dtype(dtype, [&]<class T>() {
+    return cross_entropy_forward<T>(lse.data<T>(), x.data<T>(), targets.data(), ignore_index, N, C);
+  });
+  // Every target ignored: 0 / 0, NaN, as torch's mean reduction gives.
+  Tensor out = Tensor::scalar(total / static_cast<double>(n_valid), dtype);
+  auto saved = std::make_shared<const std::vector<int32_t>>(targets);
+  return record("cross_entropy", out, {logits},
+                [x = x.detach(), lse, saved, ignore_index, n_valid, N, C](const Tensor& g) {
+                  Tensor dx = Tensor::empty({N, C}, x.dtype());
+                  // With no valid row nothing depends on the logits: a zero gradient, not NaN.
+                  const double scale = n_valid ? g.item() / static_cast<double>(n_valid) : 0.0;
+                  visit_dtype(x.dtype(), [&]<class T>() {
+                    cross_entropy_backward<T>(dx.data<T>(), x.data<T>(), lse.data<T>(), saved->data(), ignore_index,
+                                              static_cast<T>(scale), N, C);
+                  });
+                  return std::vector<Tensor>{dx};
+                });
+}
+
+// ------------------------------------------------------------------------------------------
+// dropout
+
+Tensor dropout(const Tensor& a, double p, Generator& gen) {
+  HEED_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
+  if (p == 0.0) return a;
+  const Tensor x = contiguous_data(a);
+  const int64_t n = x.numel();
+  // One draw per element in row-major order, so a reseeded generator reproduces the mask.
+  auto keep = std::make_shared<std::vector<uint8_t>>(n);
+  uint8_t* k = keep->data();
+  for (int64_t i = 0; i < n; ++i) k[i] = gen.uniform() >= p;
+  const double scale = 1.0 / (1.0 - p);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const T s = static_cast<T>(scale);
+    // Kept elements are exactly x * s (k is 0 or 1, and 1 * s == s).
+    for (int64_t i = 0; i < n; ++i) po[i] = px[i] * (static_cast<T>(k[i]) * s);
+  });
+  return record("dropout", out, {a}, [keep = std::shared_ptr<const std::vector<uint8_t>>(keep), scale,
+                                      shape = a.shape(), dtype = a.dtype()](const Tensor& g) {
+    Tensor dx = Tensor::empty(shape, dtype);
+    visit_dtype(dtype, [&]<class T>() {
+      const T* pg = g.data<T>();
+      const uint8_t* pk = keep->data();
+      T* pd = dx.data<T>();
+      const T s = static_cast<T>(scale);
+      for (int64_t i = 0, m = static_cast<int64_t>(keep->size()); i < m; ++i) pd[i] = pg[i] * (static_cast<T>(pk[i]) * s);
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// layer_norm
+
+Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
+  HEED_CHECK(x.dim() >= 1, "layer_norm: input must have at least one dim, got ", to_string(x.shape()));
+  const int64_t C = x.size(-1);
+  const int64_t N = C ? x.numel() / C : 0;
+  for (const Tensor* p : {&w, &b}) {
+    if (!p->defined()) continue;
+    HEED_CHECK(p->shape() == Shape{C}, "layer_norm: ", p == &w ? "weight" : "bias", " of shape ",
+               to_string(p->shape()), " does not match the last dim of input ", to_string(x.shape()));
+    HEED_CHECK(p->dtype() == x.dtype(), "layer_norm: ", p == &w ? "weight" : "bias", " is ",
+               dtype_name(p->dtype()), " but the input is ", dtype_name(x.dtype()));
+  }
+  HEED_CHECK(eps >= 0.0, "layer_norm: eps must be non-negative, got ", eps);
+  const DType dtype = x.dtype();
+  const Tensor xc = contiguous_data(x);
+  const Tensor wc = w.defined() ? contiguous_data(w) : Tensor();
+  const Tensor bc = b.defined() ? contiguous_data(b) : Tensor();
+  Tensor out = Tensor::empty(x.shape(), dtype);
+  Tensor mean = Tensor::empty({N}, dtype), rstd = Tensor::empty({N}, dtype);
+  visit_dtype(dtype, [&]<class T>() {
+    layer_norm_forward<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), xc.data<T>(),
+                          wc.defined() ? wc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr, N, C,
+                          static_cast<T>(eps));
+  });
+  const bool want_dw = w.defined() && w.requires_grad(), want_db = b.defined() && b.requires_grad();
+  return record("layer_norm", out, {x, w, b},
+                [xc = xc.detach(), wc = wc.defined() ? wc.detach() : Tensor(), mean, rstd, want_dw, want_db, N,
+                 C](const Tensor& g) {
+                  const DType dt = xc.dtype();
+                  Tensor dx = Tensor::empty(xc.shape(), dt);
+                  Tensor dw = want_dw ? Tensor::empty({C}, dt) : Tensor();
+                  Tensor db = want_db ? Tensor::empty({C}, dt) : Tensor();
+                  visit_dtype(dt, [&]<class T>() {
+                    layer_norm_backward<T>(dx.data<T>(), want_dw ? dw.data<T>() : nullptr,
+                                           want_db ? db.data<T>() : nullptr, g.data<T>(), xc.data<T>(),
+                                           wc.defined() ? wc.data<T>() : nullptr, mean.data<T>(), rstd.data<T>(),
+                                           N, C);
+                  });
+                  return std::vector<Tensor>{dx, dw, db};
+                });
+}
+
+}  // namespace heed
