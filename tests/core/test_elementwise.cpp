@@ -1,0 +1,336 @@
+// Elementwise ops (core/ops/elementwise.cpp): forward values against PyTorch, float64 gradchecks
+// with broadcasting on either side, 0-d operands, transposed and sliced inputs, a tensor used
+// twice, sum_to and expand; broadcast and dtype errors; and a deliberately wrong backward that
+// gradcheck must catch.
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "support/helpers.h"
+
+using namespace heed;
+using heed::test::rand64;
+using heed::test::randn64;
+using heed::test::require_gradcheck;
+using heed::test::require_values;
+
+namespace {
+
+using Unary = std::function<Tensor(const Tensor&)>;
+using Binary = std::function<Tensor(const Tensor&, const Tensor&)>;
+
+// A float64 leaf with normal entries pushed at least `margin` away from 0 (for relu's kink and
+// for denominators).
+Tensor away_from_zero(const Shape& shape, uint64_t seed, double margin) {
+  Generator gen(seed);
+  auto v = Tensor::randn(shape, gen, 1.0, 0.0, DType::f64).to_vector<double>();
+  for (double& x : v) x = x < 0 ? x - margin : x + margin;
+  return Tensor::from_vector(v, shape).requires_grad_();
+}
+
+// (3, 4) float64 leaves that are views, not contiguous: a transpose of a (4, 3) buffer and a
+// slice [1, 5) of the columns of a (3, 6) buffer (an offset and a row stride of 6).
+Tensor transposed_leaf(uint64_t seed, double margin = 0) {
+  Tensor base = away_from_zero({4, 3}, seed, margin).detach();
+  return transpose(base, 0, 1).detach().requires_grad_();
+}
+Tensor sliced_leaf(uint64_t seed, double margin = 0) {
+  Tensor base = away_from_zero({3, 6}, seed, margin).detach();
+  return slice(base, 1, 1, 5).detach().requires_grad_();
+}
+// The same views over positive entries in [lo, hi).
+Tensor transposed_positive(uint64_t seed, double lo, double hi) {
+  return transpose(rand64({4, 3}, seed, lo, hi).detach(), 0, 1).detach().requires_grad_();
+}
+Tensor sliced_positive(uint64_t seed, double lo, double hi) {
+  return slice(rand64({3, 6}, seed, lo, hi).detach(), 1, 1, 5).detach().requires_grad_();
+}
+
+Tensor values(const std::vector<double>& v, const Shape& shape, DType dt) {
+  return Tensor::from_vector(v, shape).to(dt);
+}
+
+}  // namespace
+
+// Reference values printed by (torch 1.13):
+// /usr/bin/python3 - <<'EOF'
+// import torch, math
+// def p(name, t): print(name, list(t.shape), ", ".join("%.10g" % v for v in t.flatten().tolist()))
+// a = torch.tensor([[0.5, -1.25, 2.0], [1.5, -0.75, 0.3]], dtype=torch.float64)
+// b = torch.tensor([[1.2, 0.8, -2.5], [-0.4, 1.7, 3.1]], dtype=torch.float64)
+// q = torch.tensor([[0.3, 1.2, 2.5], [0.05, 4.0, 0.9]], dtype=torch.float64)
+// p("add", a + b); p("sub", a - b); p("mul", a * b); p("div", a / b)
+// p("add_s", a + 2.5); p("mul_s", a * -1.5); p("rsub", 3 - a); p("rdiv", 2 / a)
+// p("neg", -a); p("exp", a.exp()); p("tanh", a.tanh()); p("relu", a.relu())
+// p("gelu", torch.nn.functional.gelu(a)); p("pow3", a.pow(3)); p("pow2", a.pow(2))
+// p("log", q.log()); p("sqrt", q.sqrt()); p("pow07", q.pow(0.7)); p("pow-1.5", q.pow(-1.5))
+// A = torch.sin(0.9 * torch.arange(12, dtype=torch.float64) + 0.2).reshape(3, 1, 4)
+// B = (torch.cos(0.6 * torch.arange(8, dtype=torch.float64)) + 1.5).reshape(2, 4)
+// p("badd", A + B); p("bsub", B - A); p("bmul", A * B); p("bdiv", A / B)
+// EOF
+TEST_CASE("elementwise forward values match PyTorch", "[elementwise]") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == DType::f32 ? 1e-5 : 1e-9;
+    const Tensor a = values({0.5, -1.25, 2.0, 1.5, -0.75, 0.3}, {2, 3}, dt);
+    const Tensor b = values({1.2, 0.8, -2.5, -0.4, 1.7, 3.1}, {2, 3}, dt);
+    const Tensor q = values({0.3, 1.2, 2.5, 0.05, 4.0, 0.9}, {2, 3}, dt);
+    const Shape s = {2, 3};
+    require_values(add(a, b), s, {1.7, -0.45, -0.5, 1.1, 0.95, 3.4}, tol);
+    require_values(sub(a, b), s, {-0.7, -2.05, 4.5, 1.9, -2.45, -2.8}, tol);
+    require_values(mul(a, b), s, {0.6, -1, -5, -0.6, -1.275, 0.93}, tol);
+    require_values(div(a, b), s, {0.4166666667, -1.5625, -0.8, -3.75, -0.4411764706, 0.09677419355}, tol);
+    require_values(add(a, 2.5), s, {3, 1.25, 4.5, 4, 1.75, 2.8}, tol);
+    require_values(mul(a, -1.5), s, {-0.75, 1.875, -3, -2.25, 1.125, -0.45}, tol);
+    require_values(rsub(3.0, a), s, {2.5, 4.25, 1, 1.5, 3.75, 2.7}, tol);
+    require_values(rdiv(2.0, a), s, {4, -1.6, 1, 1.333333333, -2.666666667, 6.666666667}, tol);
+    require_values(neg(a), s, {-0.5, 1.25, -2, -1.5, 0.75, -0.3}, tol);
+    require_values(exp(a), s, {1.648721271, 0.2865047969, 7.389056099, 4.48168907, 0.4723665527, 1.349858808}, tol);
+    require_values(tanh(a), s, {0.4621171573, -0.84828364, 0.9640275801, 0.9051482536, -0.6351489524, 0.2913126125},
+                   tol);
+    require_values(relu(a), s, {0.5, 0, 2, 1.5, 0, 0.3}, tol);
+    require_values(gelu(a), s,
+                   {0.3457312306, -0.1320622171, 1.954499736, 1.399789198, -0.1699705143, 0.1853734267}, tol);
+    require_values(pow(a, 3), s, {0.125, -1.953125, 8, 3.375, -0.421875, 0.027}, tol);
+    require_values(pow(a, 2), s, {0.25, 1.5625, 4, 2.25, 0.5625, 0.09}, tol);
+    require_values(log(q), s, {-1.203972804, 0.1823215568, 0.9162907319, -2.995732274, 1.386294361, -0.1053605157},
+                   tol);
+    require_values(sqrt(q), s, {0.5477225575, 1.095445115, 1.58113883, 0.2236067977, 2, 0.9486832981}, tol);
+    require_values(pow(q, 0.7), s, {0.4305116202, 1.136126977, 1.899144482, 0.1228228026, 2.639015822, 0.9289016977},
+                   tol);
+    require_values(pow(q, -1.5), s, {6.085806195, 0.7607257743, 0.2529822128, 89.4427191, 0.125, 1.171213948}, tol);
+    // The operators are the same ops.
+    require_values(a + b, s, add(a, b).to_vector<double>(), 0);
+    require_values(a / 2.0, s, mul(a, 0.5).to_vector<double>(), 0);
+    require_values(1.0 - a, s, rsub(1.0, a).to_vector<double>(), 0);
+    REQUIRE(add(a, b).dtype() == dt);
+  }
+}
+
+TEST_CASE("broadcast binary ops match PyTorch: (3, 1, 4) with (2, 4)", "[elementwise]") {
+  std::vector<double> av(12), bv(8);
+  for (int i = 0; i < 12; ++i) av[i] = std::sin(0.9 * i + 0.2);
+  for (int j = 0; j < 8; ++j) bv[j] = std::cos(0.6 * j) + 1.5;
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == DType::f32 ? 1e-5 : 1e-9;
+    const Tensor A = values(av, {3, 1, 4}, dt), B = values(bv, {2, 4}, dt);
+    const Shape s = {3, 2, 4};
+    require_values(add(A, B), s,
+                   {2.698669331, 3.216542975, 2.771655181, 1.512047235, 0.9612756153, 1.401214863, 1.51253901,
+                    1.248988508, 1.888142109, 1.325412357, 1.231091117, 1.487917893, 0.1507483935, -0.4899157542,
+                    -0.02802505421, 1.224859167, 3.398708096, 3.227507449, 2.085247669, 0.6477272564, 1.66131438,
+                    1.412179337, 0.8261314978, 0.3846685298},
+                   tol);
+    require_values(sub(B, A), s,
+                   {2.301330669, 1.434128255, 0.9530603277, 1.033548576, 0.5639369537, -0.3811998567, -0.3060558432,
+                    0.7704898494, 3.111857891, 3.325258872, 2.493624392, 1.057677917, 1.374464175, 1.509930761,
+                    1.234508222, 0.7946191906, 1.601291904, 1.423163781, 1.63946784, 1.897868554, -0.1361018114,
+                    -0.3921643304, 0.3803516696, 1.634809828},
+                   tol);
+    require_values(mul(A, B), s,
+                   {0.496673327, 2.072356215, 1.693437114, 0.3045160451, 0.1515064802, 0.4545224407, 0.5485260198,
+                    0.2415794212, -1.529644727, -2.325157163, -1.175644318, 0.2738042702, -0.4666066728,
+                    -0.5099683642, -0.3808062863, 0.2172150801, 2.24677024, 2.097852296, 0.4151007599,
+                    -0.7955886126, 0.6853604418, 0.4601144046, 0.1344564648, -0.6311583236},
+                   tol);
+    require_values(div(A, B), s,
+                   {0.07946773232, 0.3832596699, 0.4882506729, 0.187971184, 0.2605136292, 1.747439703, 1.507352032,
+                    0.2369417116, -0.2447431564, -0.4300124469, -0.3389609952, 0.169013468, -0.8023247427,
+                    -1.960604993, -1.046457431, 0.2130451038, 0.3594832383, 0.3879748919, 0.1196815776,
+                    -0.4910996838, 1.178469302, 1.768938354, 0.3694869852, -0.6190416913},
+                   tol);
+    // Operand order does not change a commutative result; a 0-d operand broadcasts everywhere.
+    require_values(mul(B, A), s, mul(A, B).to_vector<double>(), 0);
+    const Tensor two = Tensor::scalar(2.0, dt);
+    require_values(sub(two, B), {2, 4}, rsub(2.0, B).to_vector<double>(), tol);
+    require_values(div(B, two), {2, 4}, mul(B, 0.5).to_vector<double>(), tol);
+    require_values(add(two, two), {}, {4.0}, 0);
+  }
+}
+
+TEST_CASE("binary ops on transposed and sliced views equal the ops on contiguous copies", "[elementwise]") {
+  const Tensor t = transposed_leaf(1, 0.5), sl = sliced_leaf(2, 0.5);
+  const Tensor tc = t.detach().contiguous(), sc = sl.detach().contiguous();
+  REQUIRE_FALSE(t.is_contiguous());
+  REQUIRE_FALSE(sl.is_contiguous());
+  const std::vector<std::pair<const char*, Binary>> ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }},
+  };
+  for (const auto& [name, f] : ops) {
+    INFO(name);
+    require_values(f(t, sl), {3, 4}, f(tc, sc).to_vector<double>(), 0);
+    require_values(f(sl, t), {3, 4}, f(sc, tc).to_vector<double>(), 0);
+    // A non-contiguous operand broadcast against a row.
+    const Tensor row = slice(sc, 0, 0, 1);  // (1, 4)
+    require_values(f(t, row), {3, 4}, f(tc, row.contiguous()).to_vector<double>(), 0);
+  }
+  require_values(exp(t), {3, 4}, exp(tc).to_vector<double>(), 0);
+  require_values(gelu(sl), {3, 4}, gelu(sc).to_vector<double>(), 0);
+}
+
+TEST_CASE("float64 gradchecks of the binary ops, with broadcasting on either side", "[elementwise]") {
+  const std::vector<std::pair<const char*, Binary>> ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }},
+  };
+  // Pairs of shapes: equal, (3, 1, 4) with (2, 4) both ways, 0-d with a matrix both ways, a row
+  // and a column.
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{2, 3}, {2, 3}}, {{3, 1, 4}, {2, 4}}, {{2, 4}, {3, 1, 4}}, {{}, {3, 4}}, {{3, 4}, {}}, {{1, 4}, {3, 1}}};
+  uint64_t seed = 100;
+  for (const auto& [name, f] : ops) {
+    for (const auto& [sa, sb] : shapes) {
+      INFO(name << " " << to_string(sa) << " with " << to_string(sb));
+      // Denominators stay at least 0.5 from zero.
+      Tensor a = randn64(sa, seed++), b = away_from_zero(sb, seed++, 0.5);
+      require_gradcheck([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {a, b});
+    }
+    INFO(name << " on transposed and sliced views");
+    Tensor t = transposed_leaf(seed++, 0.5), sl = sliced_leaf(seed++, 0.5);
+    require_gradcheck([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {t, sl});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {sl, t});
+    // A transposed view broadcast against a (4,) vector and a 0-d tensor.
+    Tensor v = away_from_zero({4}, seed++, 0.5), z = away_from_zero({}, seed++, 0.5);
+    require_gradcheck([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {t, v});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {z, sl});
+    // Only one side requiring grad.
+    Tensor c = away_from_zero({3, 4}, seed++, 0.5).detach();
+    require_gradcheck([&](const std::vector<Tensor>& in) { return f(in[0], c); }, {t});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return f(c, in[0]); }, {sl});
+  }
+}
+
+TEST_CASE("a tensor used twice gets both gradients", "[elementwise]") {
+  Tensor x = away_from_zero({3, 4}, 200, 0.3);
+  require_gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], in[0]); }, {x});
+  require_gradcheck([](const std::vector<Tensor>& in) { return add(in[0], in[0]); }, {x});
+  require_gradcheck([](const std::vector<Tensor>& in) { return div(in[0], tanh(in[0])); }, {x});
+  Tensor t = transposed_leaf(201);
+  require_gradcheck([](const std::vector<Tensor>& in) { return mul(in[0], in[0]); }, {t});
+  require_gradcheck([](const std::vector<Tensor>& in) { return add(in[0], in[0]); }, {t});
+  // Exact values: d sum(x * x) = 2x, d sum(x + x) = 2.
+  Tensor y = Tensor::from_vector(std::vector<double>{1.5, -2.0, 0.25}, {3}).requires_grad_();
+  sum(mul(y, y)).backward();
+  require_values(y.grad(), {3}, {3.0, -4.0, 0.5}, 0);
+  y.zero_grad();
+  sum(add(y, y)).backward();
+  require_values(y.grad(), {3}, {2.0, 2.0, 2.0}, 0);
+}
+
+TEST_CASE("float64 gradchecks of the scalar and pointwise ops", "[elementwise]") {
+  struct Case {
+    const char* name;
+    Unary f;
+    int domain;  // 0: any real, 1: away from 0 (relu's kink, negative powers), 2: positive
+  };
+  const std::vector<Case> cases = {
+      {"add_scalar", [](const Tensor& a) { return add(a, 2.5); }, 0},
+      {"mul_scalar", [](const Tensor& a) { return mul(a, -1.5); }, 0},
+      {"rsub_scalar", [](const Tensor& a) { return rsub(3.0, a); }, 0},
+      {"rdiv_scalar", [](const Tensor& a) { return rdiv(2.0, a); }, 1},
+      {"neg", [](const Tensor& a) { return neg(a); }, 0},
+      {"pow 3", [](const Tensor& a) { return pow(a, 3.0); }, 0},
+      {"pow 2", [](const Tensor& a) { return pow(a, 2.0); }, 0},
+      {"pow -2", [](const Tensor& a) { return pow(a, -2.0); }, 1},
+      {"pow 0.7", [](const Tensor& a) { return pow(a, 0.7); }, 2},
+      {"pow -1.5", [](const Tensor& a) { return pow(a, -1.5); }, 2},
+      {"exp", [](const Tensor& a) { return exp(a); }, 0},
+      {"log", [](const Tensor& a) { return log(a); }, 2},
+      {"sqrt", [](const Tensor& a) { return sqrt(a); }, 2},
+      {"tanh", [](const Tensor& a) { return tanh(a); }, 0},
+      {"relu", [](const Tensor& a) { return relu(a); }, 1},
+      {"gelu", [](const Tensor& a) { return gelu(a); }, 0},
+  };
+  uint64_t seed = 300;
+  for (const auto& c : cases) {
+    INFO(c.name);
+    std::vector<Tensor> inputs;
+    if (c.domain == 2) {
+      inputs = {rand64({2, 3}, seed, 0.3, 2.0), transposed_positive(seed + 1, 0.3, 2.0),
+                sliced_positive(seed + 2, 0.3, 2.0), rand64({}, seed + 3, 0.3, 2.0)};
+    } else {
+      const double margin = c.domain == 1 ? 0.2 : 0.0;
+      inputs = {away_from_zero({2, 3}, seed, margin), transposed_leaf(seed + 1, margin),
+                sliced_leaf(seed + 2, margin), away_from_zero({}, seed + 3, margin)};
+    }
+    seed += 4;
+    for (const Tensor& x : inputs) {
+      INFO("input shape " << to_string(x.shape()) << " strides " << to_string(x.strides()));
+      require_gradcheck([&](const std::vector<Tensor>& in) { return c.f(in[0]); }, {x});
+    }
+  }
+}
+
+TEST_CASE("sum_to and expand: values and gradchecks", "[elementwise]") {
+  const Tensor x = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  require_values(sum_to(x, {1, 3}), {1, 3}, {5, 7, 9}, 0);
+  require_values(sum_to(x, {3}), {3}, {5, 7, 9}, 0);
+  require_values(sum_to(x, {2, 1}), {2, 1}, {6, 15}, 0);
+  require_values(sum_to(x, {}), {}, {21}, 0);
+  REQUIRE(sum_to(x, {2, 3}).same(x));  // nothing to reduce: the same tensor
+  require_values(expand(Tensor::from_vector(std::vector<double>{1, 2}, {2, 1}), {2, 3}), {2, 3}, {1, 1, 1, 2, 2, 2}, 0);
+  require_values(expand(Tensor::scalar(4.0, DType::f64), {2, 2}), {2, 2}, {4, 4, 4, 4}, 0);
+
+  require_gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {2, 4}); }, {randn64({3, 2, 4}, 400)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {3, 1, 4}); }, {randn64({3, 2, 4}, 401)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {1, 1}); }, {randn64({3, 4}, 402)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {}); }, {randn64({3, 4}, 403)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {4}); }, {transposed_leaf(404)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {3, 1}); }, {sliced_leaf(405)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return expand(in[0], {3, 2, 4}); }, {randn64({3, 1, 4}, 406)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return expand(in[0], {2, 3, 4}); }, {randn64({4}, 407)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return expand(in[0], {2, 3}); }, {randn64({}, 408)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return expand(in[0], {2, 3, 4}); }, {sliced_leaf(409)});
+  // An expanded view feeding an op (its backward sums the broadcast gradient back).
+  require_gradcheck([](const std::vector<Tensor>& in) { return mul(expand(in[0], {3, 4}), in[1]); },
+                    {randn64({3, 1}, 410), transposed_leaf(411)});
+}
+
+TEST_CASE("broadcast errors name the op and both shapes; dtype mismatches throw", "[elementwise]") {
+  using Catch::Contains;
+  const Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4}), c = Tensor::zeros({3, 2, 2});
+  REQUIRE_THROWS_AS(add(a, b), heed::Error);
+  REQUIRE_THROWS_WITH(add(a, b), Contains("add") && Contains("[2, 3]") && Contains("[4]"));
+  REQUIRE_THROWS_WITH(sub(b, a), Contains("sub") && Contains("[4]") && Contains("[2, 3]"));
+  REQUIRE_THROWS_WITH(mul(a, c), Contains("mul") && Contains("[2, 3]") && Contains("[3, 2, 2]"));
+  REQUIRE_THROWS_WITH(div(c, a), Contains("div") && Contains("[3, 2, 2]") && Contains("[2, 3]"));
+  REQUIRE_THROWS_WITH(broadcast_shapes({5, 2}, {3, 2}, "my_op"), Contains("my_op") && Contains("[5, 2]") &&
+                                                                     Contains("[3, 2]"));
+  REQUIRE_THROWS_WITH(sum_to(a, {4}), Contains("sum_to") && Contains("[2, 3]") && Contains("[4]"));
+  REQUIRE_THROWS_WITH(expand(a, {4, 3}), Contains("expand") && Contains("[2, 3]") && Contains("[4, 3]"));
+
+  const Tensor f32 = Tensor::ones({2, 3}, DType::f32), f64 = Tensor::ones({2, 3}, DType::f64);
+  REQUIRE_THROWS_AS(add(f32, f64), heed::Error);
+  REQUIRE_THROWS_WITH(add(f32, f64), Contains("add") && Contains("float32") && Contains("float64"));
+  REQUIRE_THROWS_WITH(mul(f64, f32), Contains("mul") && Contains("float64") && Contains("float32"));
+  REQUIRE_THROWS_AS(sub(f32, f64), heed::Error);
+  REQUIRE_THROWS_AS(div(f64, f32), heed::Error);
+}
+
+namespace {
+// tanh with a hand-written backward scaled by `factor`: 1 is right, anything else is wrong.
+Tensor scaled_tanh(const Tensor& x, double factor) {
+  Tensor y = tanh(x.detach());
+  return record("scaled_tanh", y, {x}, [y0 = y.detach(), factor](const Tensor& g) {
+    return std::vector<Tensor>{mul(mul(g, rsub(1.0, mul(y0, y0))), factor)};
+  });
+}
+}  // namespace
+
+TEST_CASE("gradcheck catches a backward that is 1% wrong", "[elementwise]") {
+  Tensor x = randn64({3, 4}, 500);
+  // The correct version passes, so a failure below is the 1% and nothing else.
+  require_gradcheck([](const std::vector<Tensor>& in) { return scaled_tanh(in[0], 1.0); }, {x});
+  auto r = gradcheck([](const std::vector<Tensor>& in) { return scaled_tanh(in[0], 1.01); }, {x});
+  INFO(r.report());
+  REQUIRE(r.checked == 12);
+  REQUIRE(!r.ok);
+  REQUIRE(r.max_rel_error == Approx(0.01).epsilon(0.05));
+  REQUIRE(r.analytic == Approx(1.01 * r.numeric).epsilon(1e-6));
+}
