@@ -68,6 +68,33 @@ T row_max(const T* x, int64_t n) {
   return m;
 }
 
+// row_max that also reports whether the row holds a NaN (which xsimd::max may drop).
+template <class T>
+T row_max_nan(const T* x, int64_t n, bool& nan) {
+  constexpr int64_t W = Batch<T>::size;
+  T m = -std::numeric_limits<T>::infinity();
+  nan = false;
+  int64_t i = 0;
+  if (n >= W) {
+    Batch<T> mb = Batch<T>::load_unaligned(x);
+    auto bad = xsimd::isnan(mb);  // not mb != mb: xsimd compares with NEQ_OQ, false for NaN
+    for (i = W; i + W <= n; i += W) {
+      const Batch<T> v = Batch<T>::load_unaligned(x + i);
+      mb = xsimd::max(mb, v);
+      bad = bad || xsimd::isnan(v);
+    }
+    nan = xsimd::any(bad);
+    alignas(64) T lanes[W];
+    mb.store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
+  }
+  for (; i < n; ++i) {
+    nan = nan || x[i] != x[i];
+    m = std::max(m, x[i]);
+  }
+  return m;
+}
+
 template <class T>
 T row_dot(const T* a, const T* b, int64_t n) {
   constexpr int64_t W = Batch<T>::size;
@@ -133,15 +160,22 @@ void sum_forward(T* out, const T* x, double scale, int64_t outer, int64_t n, int
     for (int64_t o = 0; o < outer; ++o) out[o] = static_cast<T>(row_sum(x + o * n, n) * scale);
     return;
   }
-  // Column sums accumulate in double: n rows added one after another would lose float32
-  // precision linearly in n. Converting costs little next to reading x.
+  // Column sums: blocks of kRows rows accumulate in T at full vector width, and the block totals
+  // in double, so the rounding error grows with kRows, not with n.
+  constexpr int64_t kRows = 64;
+  std::vector<T> part(inner);
   std::vector<double> acc(inner);
   for (int64_t o = 0; o < outer; ++o) {
     std::fill(acc.begin(), acc.end(), 0.0);
     const T* xo = x + o * n * inner;
-    for (int64_t k = 0; k < n; ++k) {
-      const T* row = xo + k * inner;
-      for (int64_t i = 0; i < inner; ++i) acc[i] += row[i];
+    for (int64_t k0 = 0; k0 < n; k0 += kRows) {
+      const int64_t k1 = std::min(n, k0 + kRows);
+      std::copy(xo + k0 * inner, xo + (k0 + 1) * inner, part.begin());
+      for (int64_t k = k0 + 1; k < k1; ++k) {
+        const T* row = xo + k * inner;
+        for (int64_t i = 0; i < inner; ++i) part[i] += row[i];
+      }
+      for (int64_t i = 0; i < inner; ++i) acc[i] += part[i];
     }
     T* oo = out + o * inner;
     for (int64_t i = 0; i < inner; ++i) oo[i] = static_cast<T>(acc[i] * scale);
@@ -176,13 +210,17 @@ void max_forward(T* out, int64_t* arg, const T* x, int64_t outer, int64_t n, int
     T* oo = out + o * inner;
     int64_t* ao = arg + o * inner;
     if (inner == 1) {
-      T best = xo[0];
+      // A vector max, then a scan for the first element equal to it (or the first NaN): two
+      // passes, but both run at vector speed where a running (value, index) pair would not.
+      bool nan = false;
+      const T m = row_max_nan(xo, n, nan);
       int64_t bi = 0;
-      for (int64_t k = 1; k < n; ++k) {
-        // Strictly greater, so ties keep the first; !(v <= best) also takes a NaN, and a NaN best stays.
-        if (!(xo[k] <= best) && best == best) best = xo[k], bi = k;
+      if (nan) {
+        while (xo[bi] == xo[bi]) ++bi;
+      } else {
+        while (xo[bi] != m) ++bi;
       }
-      *oo = best;
+      *oo = xo[bi];
       *ao = bi;
       continue;
     }

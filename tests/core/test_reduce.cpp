@@ -341,6 +341,21 @@ TEST_CASE("max sends the gradient to the first maximal element", "[reduce]") {
   // A NaN is the maximum, as in torch.max.
   Tensor n = Tensor::from_vector(std::vector<double>{1, NAN, 3}, {3});
   REQUIRE(std::isnan(max(n, 0).item()));
+  // Long rows (the vector path), both dtypes: ties keep the first, a NaN anywhere wins.
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dt));
+    std::vector<double> v(2 * 40);
+    for (int i = 0; i < 80; ++i) v[i] = std::sin(1.0 * i);
+    v[5] = v[35] = 9;            // row 0: tie between 5 and 35
+    v[40 + 7] = 9, v[40 + 30] = NAN;  // row 1: a NaN after the max
+    Tensor xl = Tensor::from_vector(v, {2, 40}).to(dt).requires_grad_();
+    Tensor m2 = max(xl, 1);
+    REQUIRE(m2.at({0}) == 9);
+    REQUIRE(std::isnan(m2.at({1})));
+    sum(mul(m2, Tensor::from_vector(std::vector<double>{1, 0}, {2}).to(dt))).backward();
+    auto gv = xl.grad().to_vector<double>();
+    for (int i = 0; i < 80; ++i) REQUIRE(gv[i] == (i == 5 ? 1 : 0));
+  }
 }
 
 TEST_CASE("bad axes throw naming the op and the shape", "[reduce]") {
