@@ -1,0 +1,44 @@
+// heed::optim: Adam and AdamW, step for step as torch.optim.Adam / torch.optim.AdamW (amsgrad
+// off, maximize off). Each parameter is updated in one fused pass over its elements (moments,
+// bias-corrected step, weight decay), float32 or float64.
+//
+//   AdamW (decoupled):  p -= lr*wd*p;            m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g
+//   Adam  (L2):         g += wd*p;               (same moments)
+//   both:               p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace heed::optim {
+
+/// Adam with L2 weight decay added to the gradient (torch.optim.Adam's weight_decay).
+class Adam : public Optimizer {
+ public:
+  /// Throws heed::Error unless lr >= 0, 0 <= beta1, beta2 < 1 and eps >= 0.
+  Adam(std::vector<ParamGroup> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-8);
+  /// One update of every parameter with a gradient; throws if a gradient's shape or dtype differs
+  /// from its parameter's, or a parameter is not contiguous.
+  void step() override;
+  double beta1() const { return beta1_; }
+  double beta2() const { return beta2_; }
+  double eps() const { return eps_; }
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, bool decoupled);
+
+ private:
+  double beta1_, beta2_, eps_;
+  bool decoupled_;  // AdamW: decay the weights, not the gradient
+};
+
+/// AdamW: decoupled weight decay, p -= lr*wd*p before the Adam update (torch.optim.AdamW).
+class AdamW : public Adam {
+ public:
+  /// Throws heed::Error unless lr >= 0, 0 <= beta1, beta2 < 1 and eps >= 0.
+  AdamW(std::vector<ParamGroup> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8)
+      : Adam(std::move(groups), lr, beta1, beta2, eps, true) {}
+};
+
+}  // namespace heed::optim
