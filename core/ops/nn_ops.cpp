@@ -2,7 +2,7 @@
 //
 // cross_entropy and layer_norm are fused llm.c-style kernel pairs (forward/backward over
 // contiguous rows, with shape comments), each followed by its autograd wrapper, which keeps the
-// small per-row caches (lse; mean and rstd) the backward needs. Row reductions use xsimd
+// small per-row caches (max and 1/sum; mean and rstd) the backward needs. Row reductions use xsimd
 // batches: GCC does not vectorise a floating-point reduction without -ffast-math, and std::exp
 // does not vectorise at all (../shared/docs/dependencies.md, trap 2).
 #include <algorithm>
@@ -113,31 +113,34 @@ Shape mask_strides(const Shape& ms, const Shape& out, const char* op) {
 }
 
 // ------------------------------------------------------------------------------------------
-// cross_entropy. x: (N, C) logits; targets: (N); lse: (N), log-sum-exp of each non-ignored row
-// (ignored rows are left untouched). Returns the summed loss of the non-ignored rows.
+// cross_entropy. x: (N, C) logits; targets: (N); rmax, rinv: (N), the max of each non-ignored
+// row and 1 / sum(exp(x - max)) (ignored rows are left untouched). Returns the summed loss of the
+// non-ignored rows. The pair (max, 1/sum) is the lse split in two: the backward's exp(x - max) then
+// stays exact for logits around 1e4, where a float32 lse would carry an absolute error of 5e-4.
 
 template <class T>
-double cross_entropy_forward(T* lse, const T* x, const int32_t* targets, int32_t ignore_index, int64_t N,
-                             int64_t C) {
+double cross_entropy_forward(T* rmax, T* rinv, const T* x, const int32_t* targets, int32_t ignore_index,
+                             int64_t N, int64_t C) {
   double loss = 0;
   for (int64_t r = 0; r < N; ++r) {
     if (targets[r] == ignore_index) continue;
     const T* xr = x + r * C;
     // The max keeps exp from overflowing: logits of 1e4 would give inf / inf.
     const T m = row_max(xr, C);
-    const double l = static_cast<double>(m) + std::log(row_exp_sum(xr, m, C));
-    lse[r] = static_cast<T>(l);
-    loss += l - static_cast<double>(xr[targets[r]]);
+    const double s = row_exp_sum(xr, m, C);
+    rmax[r] = m;
+    rinv[r] = static_cast<T>(1.0 / s);
+    loss += static_cast<double>(m) + std::log(s) - static_cast<double>(xr[targets[r]]);
   }
   return loss;
 }
 
-// dx = (softmax(x) - onehot(target)) * scale per row, zero rows for ignored targets; the
-// softmax is recomputed from the cached lse, one exp per element, instead of keeping (N, C)
-// probabilities alive between the passes (1.6 GB for a GPT-2 batch).
+// dx = (softmax(x) - onehot(target)) * scale per row, zero rows for ignored targets. The softmax
+// is recomputed, one exp per element, instead of keeping (N, C) probabilities alive between the
+// passes (1.6 GB for a GPT-2 batch of 8 x 1024 tokens).
 template <class T>
-void cross_entropy_backward(T* dx, const T* x, const T* lse, const int32_t* targets, int32_t ignore_index,
-                            T scale, int64_t N, int64_t C) {
+void cross_entropy_backward(T* dx, const T* x, const T* rmax, const T* rinv, const int32_t* targets,
+                            int32_t ignore_index, T scale, int64_t N, int64_t C) {
   constexpr int64_t W = Batch<T>::size;
   for (int64_t r = 0; r < N; ++r) {
     T* d = dx + r * C;
@@ -146,10 +149,11 @@ void cross_entropy_backward(T* dx, const T* x, const T* lse, const int32_t* targ
       continue;
     }
     const T* xr = x + r * C;
-    const Batch<T> lb(lse[r]), sb(scale);
+    const T m = rmax[r], f = rinv[r] * scale;
+    const Batch<T> mb(m), fb(f);
     int64_t i = 0;
-    for (; i + W <= C; i += W) (xsimd::exp(Batch<T>::load_unaligned(xr + i) - lb) * sb).store_unaligned(d + i);
-    for (; i < C; ++i) d[i] = std::exp(xr[i] - lse[r]) * scale;
+    for (; i + W <= C; i += W) (xsimd::exp(Batch<T>::load_unaligned(xr + i) - mb) * fb).store_unaligned(d + i);
+    for (; i < C; ++i) d[i] = std::exp(xr[i] - m) * f;
     d[targets[r]] -= scale;
   }
 }
@@ -330,21 +334,21 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, 
   }
   const Tensor x = contiguous_data(logits);
   const DType dtype = logits.dtype();
-  Tensor lse = Tensor::empty({N}, dtype);
+  Tensor rmax = Tensor::empty({N}, dtype), rinv = Tensor::empty({N}, dtype);
   const double total = visit_dtype(dtype, [&]<class T>() {
-    return cross_entropy_forward<T>(lse.data<T>(), x.data<T>(), targets.data(), ignore_index, N, C);
+    return cross_entropy_forward<T>(rmax.data<T>(), rinv.data<T>(), x.data<T>(), targets.data(), ignore_index, N, C);
   });
   // Every target ignored: 0 / 0, NaN, as torch's mean reduction gives.
   Tensor out = Tensor::scalar(total / static_cast<double>(n_valid), dtype);
   auto saved = std::make_shared<const std::vector<int32_t>>(targets);
   return record("cross_entropy", out, {logits},
-                [x = x.detach(), lse, saved, ignore_index, n_valid, N, C](const Tensor& g) {
+                [x = x.detach(), rmax, rinv, saved, ignore_index, n_valid, N, C](const Tensor& g) {
                   Tensor dx = Tensor::empty({N, C}, x.dtype());
                   // With no valid row nothing depends on the logits: a zero gradient, not NaN.
                   const double scale = n_valid ? g.item() / static_cast<double>(n_valid) : 0.0;
                   visit_dtype(x.dtype(), [&]<class T>() {
-                    cross_entropy_backward<T>(dx.data<T>(), x.data<T>(), lse.data<T>(), saved->data(), ignore_index,
-                                              static_cast<T>(scale), N, C);
+                    cross_entropy_backward<T>(dx.data<T>(), x.data<T>(), rmax.data<T>(), rinv.data<T>(), saved->data(),
+                                              ignore_index, static_cast<T>(scale), N, C);
                   });
                   return std::vector<Tensor>{dx};
                 });
