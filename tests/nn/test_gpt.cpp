@@ -3,6 +3,7 @@
 // causal property, gradients (float64 gradcheck) and logits/loss with identical weights.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -303,16 +304,25 @@ TEST_CASE("GPT gradcheck over every parameter and the input embeddings (float64)
   auto params = model.parameters();
   REQUIRE(params.size() == 2 + 2 * 12 + 2);
 
-  // The loss through the token ids: wte gets its gradient from both the lookup and lm_head.
-  GradcheckOptions opt;
-  opt.max_checks = 24;  // per tensor, spread over it: every parameter tensor is checked
-  require_gradcheck([&](const std::vector<Tensor>&) { return model.loss(idx, tgt, B, T); }, params, opt);
+  // The loss through the token ids, every element of every parameter: wte gets its gradient
+  // from both the lookup and lm_head.
+  require_gradcheck([&](const std::vector<Tensor>&) { return model.loss(idx, tgt, B, T); }, params);
 
-  // The logits from embeddings given as an input (B, T, C).
+  // The logits from embeddings given as an input (B, T, C): every embedding element, then 24
+  // elements spread over each parameter tensor (all of them were checked above).
   Tensor emb = test::randn64({B, T, 8}, 77);
+  auto fwd = [&](const std::vector<Tensor>& in) { return model.forward_from_embeddings(in[0]); };
+  require_gradcheck(fwd, {emb});
   std::vector<Tensor> inputs = {emb};
   for (auto& p : params) inputs.push_back(p);
-  require_gradcheck([&](const std::vector<Tensor>& in) { return model.forward_from_embeddings(in[0]); }, inputs, opt);
+  GradcheckOptions opt;
+  opt.max_checks = 24;
+  auto r = gradcheck(fwd, inputs, opt);
+  INFO(r.report());
+  REQUIRE(r.ok);
+  int64_t expected_checks = 0;
+  for (auto& t : inputs) expected_checks += std::min<int64_t>(t.numel(), 24);
+  REQUIRE(r.checked == expected_checks);
 }
 
 TEST_CASE("GPT gradcheck with dropout in training mode (masks reseeded per evaluation)", "[gpt]") {
