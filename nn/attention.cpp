@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include <xsimd/xsimd.hpp>
+
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -35,6 +37,53 @@ static int64_t visible_keys(int64_t i, int64_t Tq, int64_t Tk, bool causal) {
 }
 
 template <class T>
+using Batch = xsimd::batch<T>;
+
+template <class T>
+static T row_max(const T* x, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t j = 0;
+  if (n >= W) {
+    Batch<T> mb = Batch<T>::load_unaligned(x);
+    for (j = W; j + W <= n; j += W) mb = xsimd::max(mb, Batch<T>::load_unaligned(x + j));
+    alignas(64) T lanes[W];
+    mb.store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
+  }
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+// y = exp(scale * (s - mx)); returns the sum. std::exp does not vectorise, xsimd::exp does.
+template <class T>
+static T row_scaled_exp(T* y, const T* s, T scale, T mx, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  const Batch<T> sb(scale), shift(scale * mx);
+  Batch<T> acc(T(0));
+  int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    const Batch<T> e = xsimd::exp(xsimd::fms(Batch<T>::load_unaligned(s + j), sb, shift));
+    e.store_unaligned(y + j);
+    acc += e;
+  }
+  T sum = xsimd::hadd(acc);
+  for (; j < n; ++j) sum += (y[j] = std::exp(s[j] * scale - scale * mx));
+  return sum;
+}
+
+template <class T>
+static T row_dot(const T* a, const T* b, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  Batch<T> acc(T(0));
+  int64_t j = 0;
+  for (; j + W <= n; j += W) acc = xsimd::fma(Batch<T>::load_unaligned(a + j), Batch<T>::load_unaligned(b + j), acc);
+  T sum = xsimd::hadd(acc);
+  for (; j < n; ++j) sum += a[j] * b[j];
+  return sum;
+}
+
+template <class T>
 static void attention_softmax_forward(T* y, const T* scores, const uint8_t* pad, T scale, int64_t B,
                                       int64_t H, int64_t Tq, int64_t Tk, bool causal) {
   for (int64_t b = 0; b < B; ++b) {
@@ -46,31 +95,22 @@ static void attention_softmax_forward(T* y, const T* scores, const uint8_t* pad,
         T* yr = y + row;
         const int64_t n = visible_keys(i, Tq, Tk, causal);
         T mx = -std::numeric_limits<T>::infinity();
-        bool any = false;
+        bool any = n > 0;
         if (p) {
+          any = false;
           for (int64_t j = 0; j < n; ++j)
             if (!p[j]) mx = std::max(mx, s[j]), any = true;
-        } else {
-          for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
-          any = n > 0;
+        } else if (any) {
+          mx = row_max(s, n);
         }
         if (!any) {  // every key masked: zero weights (a -inf softmax would give NaN)
           std::fill(yr, yr + Tk, T(0));
           continue;
         }
-        T sum = 0;
-        if (p) {
-          for (int64_t j = 0; j < n; ++j) {
-            const T e = p[j] ? T(0) : std::exp(scale * (s[j] - mx));
-            yr[j] = e;
-            sum += e;
-          }
-        } else {
-          for (int64_t j = 0; j < n; ++j) {
-            const T e = std::exp(scale * (s[j] - mx));
-            yr[j] = e;
-            sum += e;
-          }
+        T sum = row_scaled_exp(yr, s, scale, mx, n);
+        if (p) {  // padded keys may have exponentiated to anything (even inf): overwrite them
+          sum = 0;
+          for (int64_t j = 0; j < n; ++j) sum += (yr[j] = p[j] ? T(0) : yr[j]);
         }
         const T inv = T(1) / sum;
         for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
@@ -89,8 +129,7 @@ static void attention_softmax_backward(T* ds, const T* dy, const T* y, T scale, 
     const T* g = dy + r * Tk;
     const T* yr = y + r * Tk;
     T* d = ds + r * Tk;
-    T dot = 0;
-    for (int64_t j = 0; j < n; ++j) dot += g[j] * yr[j];
+    const T dot = row_dot(g, yr, n);
     for (int64_t j = 0; j < n; ++j) d[j] = scale * yr[j] * (g[j] - dot);
     std::fill(d + n, d + Tk, T(0));
   }

@@ -1,0 +1,366 @@
+// MultiHeadAttention: values against PyTorch, gradient checks (self, causal, padded, cross),
+// causality, padding and cross-attention properties, and the fused attention_softmax op.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cstring>
+#include <cmath>
+#include <limits>
+
+#include "core/heed.h"
+#include "nn/attention.h"
+#include "support/helpers.h"
+
+using namespace heed;
+using heed::test::randn64;
+using heed::test::require_gradcheck;
+using heed::test::require_values;
+
+namespace {
+
+// amp * sin(0.37 n + phase) over the flat index n: deterministic values both here and in PyTorch.
+Tensor formula(const Shape& shape, double phase, double amp) {
+  std::vector<double> v(numel_of(shape));
+  for (size_t n = 0; n < v.size(); ++n) v[n] = amp * std::sin(0.37 * static_cast<double>(n) + phase);
+  return Tensor::from_vector(v, shape);
+}
+
+// Sets the weights used by tests/nn ref.py below: c_attn rows [0,C) = W_q, [C,2C) = W_k, [2C,3C) = W_v.
+void set_reference_weights(nn::MultiHeadAttention& m) {
+  const int64_t C = m.options().d_model;
+  Tensor wa = formula({3 * C, C}, 1.0, 0.3), ba = formula({3 * C}, 2.0, 0.1);
+  if (m.options().fused_qkv) {
+    m.c_attn->weight.copy_(wa);
+    m.c_attn->bias.copy_(ba);
+  } else {
+    m.q_proj->weight.copy_(slice(wa, 0, 0, C));
+    m.k_proj->weight.copy_(slice(wa, 0, C, 2 * C));
+    m.v_proj->weight.copy_(slice(wa, 0, 2 * C, 3 * C));
+    m.q_proj->bias.copy_(slice(ba, 0, 0, C));
+    m.k_proj->bias.copy_(slice(ba, 0, C, 2 * C));
+    m.v_proj->bias.copy_(slice(ba, 0, 2 * C, 3 * C));
+  }
+  m.c_proj->weight.copy_(formula({C, C}, 3.0, 0.3));
+  m.c_proj->bias.copy_(formula({C}, 4.0, 0.1));
+}
+
+// Gradient check over the input(s) and every parameter of `m` (float64).
+void check_module_grads(nn::Module& m, const std::vector<Tensor>& inputs, const GradcheckFn& fn,
+                        int64_t max_checks = -1) {
+  std::vector<Tensor> all = inputs;
+  for (const auto& p : m.parameters()) all.push_back(p);
+  GradcheckOptions opt;
+  opt.max_checks = max_checks;
+  require_gradcheck(fn, all, opt);
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
+           return std::memcmp(&x, &y, sizeof(float)) == 0;
+         });
+}
+
+}  // namespace
+
+// The reference, a hand-written attention in PyTorch with the same formula weights:
+//   /usr/bin/python3 ref.py, where ref.py is
+//   import torch, math
+//   def f(shape, phase, amp):
+//       n = torch.arange(math.prod(shape), dtype=torch.float64)
+//       return (amp * torch.sin(0.37 * n + phase)).reshape(shape)
+//   B, T, C, nh = 2, 3, 8, 2; hd = C // nh
+//   x = f((B, T, C), 0.5, 1.5); m = f((B, 5, C), 0.9, 1.2)
+//   Wa = f((3 * C, C), 1.0, 0.3); ba = f((3 * C,), 2.0, 0.1); Wp = f((C, C), 3.0, 0.3); bp = f((C,), 4.0, 0.1)
+//   def mha(xq, xkv, causal=False, pad=None):
+//       q = xq @ Wa[:C].T + ba[:C]; k = xkv @ Wa[C:2*C].T + ba[C:2*C]; v = xkv @ Wa[2*C:].T + ba[2*C:]
+//       Bq, Tq, Tk = q.shape[0], q.shape[1], k.shape[1]
+//       q, k, v = [t.view(Bq, -1, nh, hd).transpose(1, 2) for t in (q, k, v)]
+//       s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+//       if causal: s = s.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool).triu(1), float('-inf'))
+//       if pad is not None: s = s.masked_fill(pad[:, None, None, :], float('-inf'))
+//       y = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(Bq, Tq, C)
+//       return y @ Wp.T + bp
+//   pad = torch.tensor([[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]], dtype=torch.bool)
+//   for out in (mha(x, x), mha(x, x, causal=True), mha(x, m, pad=pad)):
+//       print(', '.join('%.10g' % v for v in out.flatten().tolist()))
+TEST_CASE("MultiHeadAttention matches a hand-written PyTorch attention (scale applied once)",
+          "[attention]") {
+  const std::vector<double> self_ref = {
+      -0.4098936133, 0.1850397808,  -0.3150363807, 0.05164201132, -0.1398341677, -0.05229544062, 0.08186140539,
+      -0.1329303725, 0.3874326725,  -0.518844688,  0.2722587671,  -0.3997503949, 0.1608112889,   -0.1923071093,
+      0.05663495014, 0.05670462526, -0.4260059843, 0.1932962295,  -0.3151653908, 0.04363934023,  -0.1239629862,
+      -0.07551320266, 0.1116622232, -0.1683342352, 0.09829866712, -0.3268208521, 0.1836598763,   -0.4174900569,
+      0.2843061283,  -0.4174959521, 0.376112377,   -0.3465552511, -0.2128786232, 0.05954177786,  -0.2651824137,
+      0.07907154663, -0.2436451748, 0.1244831745,  -0.1620713868, 0.1701347757,  0.1019902931,   -0.330750249,
+      0.1876978245,  -0.4215037669, 0.2881636077,  -0.4210703463, 0.3792861408,  -0.3492240139};
+  const std::vector<double> causal_ref = {
+      -0.235038012,  0.1132312948,  -0.3486364589, 0.1895457027,  -0.3775064577, 0.2773295059,   -0.328876358,
+      0.3454129428,  0.3917662959,  -0.5240553087, 0.278175032,   -0.4061777453, 0.1675383591,   -0.199112677,
+      0.06329521164, 0.05040869507, -0.4260059843, 0.1932962295,  -0.3151653908, 0.04363934023,  -0.1239629862,
+      -0.07551320266, 0.1116622232, -0.1683342352, 0.1104304168,  -0.3540846234, 0.2251590899,   -0.4718599957,
+      0.3497588164,  -0.4918789535, 0.4569795788,  -0.4312473051, -0.212699741,  0.06025149237,  -0.2667573856,
+      0.08145998243, -0.2467685298, 0.1282387361,  -0.166335652,  0.1747675125,  0.1019902931,   -0.330750249,
+      0.1876978245,  -0.4215037669, 0.2881636077,  -0.4210703463, 0.3792861408,  -0.3492240139};
+  const std::vector<double> cross_ref = {
+      -0.4000216022, 0.1692457949,  -0.2938398111, 0.02573991519, -0.1100783451, -0.08492645823, 0.1162945348,
+      -0.1680332675, 0.2824225553,  -0.4332507242, 0.2088957463,  -0.3607020337, 0.1473617073,   -0.2048986018,
+      0.09485344077, -0.005884034163, -0.4005106718, 0.1680526771, -0.291003742, 0.02135415994,  -0.1042871309,
+      -0.09193268509, 0.124285372,  -0.1767459333, 0.0712068601,  -0.2926138196, 0.1434625295,   -0.3726243004,
+      0.2362473894,  -0.3678246604, 0.3264619914,  -0.2985585432, -0.1917624649, 0.02323348349,  -0.214875995,
+      0.01642134909, -0.1707114735, 0.04366442153, -0.07602533713, 0.08169108578, 0.07197878067, -0.2930098513,
+      0.1434696488,  -0.3722422731, 0.2354887786,  -0.3667144133, 0.325036619,   -0.2968649192};
+  const Tensor x = formula({2, 3, 8}, 0.5, 1.5);
+  const Tensor memory = formula({2, 5, 8}, 0.9, 1.2);
+  const auto pad = nn::padding_mask_from_lengths({5, 3}, 5);
+
+  for (bool fused : {true, false}) {
+    INFO("fused_qkv " << fused);
+    nn::MultiHeadAttention plain({.d_model = 8, .n_head = 2, .fused_qkv = fused});
+    nn::MultiHeadAttention causal({.d_model = 8, .n_head = 2, .causal = true, .fused_qkv = fused});
+    for (auto* m : {&plain, &causal}) {
+      m->to(DType::f64);
+      set_reference_weights(*m);
+    }
+    require_values(plain.forward(x), {2, 3, 8}, self_ref, 1e-9);
+    require_values(causal.forward(x), {2, 3, 8}, causal_ref, 1e-9);
+    require_values(plain.forward(x, memory, &pad), {2, 3, 8}, cross_ref, 1e-9);
+  }
+  // And in float32, the training dtype.
+  nn::MultiHeadAttention m32({.d_model = 8, .n_head = 2, .causal = true});
+  set_reference_weights(m32);
+  require_values(m32.forward(x.to(DType::f32)), {2, 3, 8}, causal_ref, 1e-5);
+}
+
+TEST_CASE("MultiHeadAttention rejects d_model not divisible by n_head, naming both", "[attention]") {
+  REQUIRE_THROWS_AS(nn::MultiHeadAttention({.d_model = 10, .n_head = 3}), Error);
+  REQUIRE_THROWS_WITH(nn::MultiHeadAttention({.d_model = 10, .n_head = 3}),
+                      Catch::Contains("d_model (10)") && Catch::Contains("n_head (3)"));
+  REQUIRE_NOTHROW(nn::MultiHeadAttention({.d_model = 12, .n_head = 3}));
+  nn::MultiHeadAttention m({.d_model = 12, .n_head = 3});
+  REQUIRE(m.head_dim() == 4);
+  // Shape errors name the module and the shapes.
+  REQUIRE_THROWS_WITH(m.forward(Tensor::zeros({2, 3, 8})), Catch::Contains("MultiHeadAttention") &&
+                                                               Catch::Contains("[2, 3, 8]"));
+  const auto bad = nn::padding_mask_from_lengths({3, 3, 3}, 3);
+  REQUIRE_THROWS_WITH(m.forward(Tensor::zeros({2, 3, 12}), &bad), Catch::Contains("padding mask"));
+}
+
+TEST_CASE("MultiHeadAttention children use nanoGPT names", "[attention]") {
+  auto names = [](const nn::Module& m) {
+    std::vector<std::string> out;
+    for (const auto& [n, _] : m.named_parameters()) out.push_back(n);
+    return out;
+  };
+  nn::MultiHeadAttention fused({.d_model = 8, .n_head = 2});
+  REQUIRE(names(fused) == std::vector<std::string>{"c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"});
+  REQUIRE(fused.c_attn->weight.shape() == Shape{24, 8});
+  nn::MultiHeadAttention sep({.d_model = 8, .n_head = 2, .fused_qkv = false, .bias = false});
+  REQUIRE(names(sep) == std::vector<std::string>{"q_proj.weight", "k_proj.weight", "v_proj.weight", "c_proj.weight"});
+  REQUIRE(fused.children().size() == 4);  // c_attn, c_proj, attn_dropout, resid_dropout
+  REQUIRE(fused.children()[2].first == "attn_dropout");
+  REQUIRE(fused.children()[3].first == "resid_dropout");
+  // The seed fixes the init; different seeds differ.
+  nn::MultiHeadAttention again({.d_model = 8, .n_head = 2});
+  nn::MultiHeadAttention other({.d_model = 8, .n_head = 2, .seed = 7});
+  REQUIRE(again.c_attn->weight.to_vector<float>() == fused.c_attn->weight.to_vector<float>());
+  REQUIRE(other.c_attn->weight.to_vector<float>() != fused.c_attn->weight.to_vector<float>());
+}
+
+TEST_CASE("MultiHeadAttention gradcheck: self-attention, non-causal", "[attention]") {
+  for (bool fused : {true, false}) {
+    INFO("fused_qkv " << fused);
+    nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .fused_qkv = fused, .seed = 1});
+    m.to(DType::f64);
+    Tensor x = randn64({2, 4, 8}, 11);
+    check_module_grads(m, {x}, [&](const std::vector<Tensor>& in) { return m.forward(in[0]); });
+  }
+}
+
+TEST_CASE("MultiHeadAttention gradcheck: causal self-attention", "[attention]") {
+  nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .causal = true, .seed = 2});
+  m.to(DType::f64);
+  Tensor x = randn64({2, 5, 8}, 12);
+  check_module_grads(m, {x}, [&](const std::vector<Tensor>& in) { return m.forward(in[0]); });
+}
+
+TEST_CASE("MultiHeadAttention gradcheck: padded batch of different lengths", "[attention]") {
+  const auto mask = nn::padding_mask_from_lengths({5, 3, 1}, 5);
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .causal = causal, .seed = 3});
+    m.to(DType::f64);
+    Tensor x = randn64({3, 5, 8}, 13);
+    check_module_grads(m, {x}, [&](const std::vector<Tensor>& in) { return m.forward(in[0], &mask); });
+  }
+}
+
+TEST_CASE("MultiHeadAttention gradcheck: cross-attention with Tq != Tk and a memory mask", "[attention]") {
+  const auto mask = nn::padding_mask_from_lengths({6, 4}, 6);
+  for (bool fused : {false, true}) {
+    INFO("fused_qkv " << fused);
+    nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .fused_qkv = fused, .seed = 4});
+    m.to(DType::f64);
+    Tensor q = randn64({2, 3, 8}, 14), mem = randn64({2, 6, 8}, 15);
+    check_module_grads(m, {q, mem}, [&](const std::vector<Tensor>& in) { return m.forward(in[0], in[1], &mask); });
+  }
+}
+
+TEST_CASE("attention_softmax gradcheck, with causal and padding masks and Tq != Tk", "[attention]") {
+  Tensor s = randn64({2, 2, 3, 5}, 16);
+  const auto mask = nn::padding_mask_from_lengths({5, 2}, 5);
+  for (bool causal : {false, true}) {
+    for (const nn::KeyPaddingMask* m : {static_cast<const nn::KeyPaddingMask*>(nullptr), &mask}) {
+      INFO("causal " << causal << " padded " << (m != nullptr));
+      require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.7, causal, m); },
+                        {s});
+    }
+  }
+  // A non-contiguous input (transposed scores) goes through the same kernels.
+  Tensor st = randn64({2, 2, 5, 3}, 17);
+  require_gradcheck([&](const std::vector<Tensor>& in) {
+    return nn::attention_softmax(transpose(in[0], -2, -1), 0.5, true, nullptr);
+  }, {st});
+}
+
+TEST_CASE("attention_softmax equals masked_fill(-inf) then softmax of the scaled scores", "[attention]") {
+  Generator gen(5);
+  const Tensor s = Tensor::randn({2, 3, 4, 6}, gen, 2.0, 0.0, DType::f64);
+  const double scale = 0.35;
+  // Causal with Tk - Tq = 2 (bottom-right aligned) and padding that leaves every row a key.
+  const auto pad = nn::padding_mask_from_lengths({6, 4}, 6);
+  std::vector<uint8_t> full(2 * 4 * 6, 0);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 6; ++j) full[(b * 4 + i) * 6 + j] = (j > i + 2) || pad.pad[b * 6 + j];
+  const Tensor expected = softmax(masked_fill(mul(s, scale), full, {2, 1, 4, 6},
+                                              -std::numeric_limits<double>::infinity()), -1);
+  const Tensor got = nn::attention_softmax(s, scale, true, &pad);
+  require_values(got, expected.shape(), expected.to_vector<double>(), 1e-12);
+  // Masked weights are exactly zero.
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 3; ++h)
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t j = 0; j < 6; ++j)
+          if (full[(b * 4 + i) * 6 + j]) REQUIRE(got.at({b, h, i, j}) == 0.0);
+}
+
+TEST_CASE("attention with every key masked gives zero weights and no NaN", "[attention]") {
+  nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .seed = 5});
+  m.set_keep_attention(true);
+  Generator gen(6);
+  Tensor x = Tensor::randn({2, 3, 8}, gen).requires_grad_();
+  const auto mask = nn::padding_mask_from_lengths({3, 0}, 3);  // row 1 is all padding
+  Tensor y = m.forward(x, &mask);
+  for (float v : y.to_vector<float>()) REQUIRE(std::isfinite(v));
+  for (float v : slice(m.last_attention(), 0, 1, 2).to_vector<float>()) REQUIRE(v == 0.0f);
+  // Zero attention output: row 1 is c_proj(0) = c_proj.bias at every position.
+  const auto bias = m.c_proj->bias.to_vector<float>();
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t c = 0; c < 8; ++c) REQUIRE(y.at({1, t, c}) == bias[c]);
+  sum(y).backward();
+  for (float v : x.grad().to_vector<float>()) REQUIRE(std::isfinite(v));
+}
+
+TEST_CASE("causal attention: changing x at position t leaves outputs before t bitwise unchanged",
+          "[attention]") {
+  const int64_t B = 2, T = 6, C = 16;
+  nn::MultiHeadAttention m({.d_model = C, .n_head = 4, .causal = true, .seed = 6});
+  Generator gen(7);
+  Tensor x = Tensor::randn({B, T, C}, gen);
+  const Tensor y0 = m.forward(x);
+  for (int64_t t : {0, 2, 5}) {
+    Tensor x2 = x.clone();
+    slice(x2, 1, t, t + 1).copy_(Tensor::randn({B, 1, C}, gen));
+    const Tensor y1 = m.forward(x2);
+    INFO("changed position " << t);
+    if (t > 0) REQUIRE(bitwise_equal(slice(y0, 1, 0, t).to_vector<float>(), slice(y1, 1, 0, t).to_vector<float>()));
+    REQUIRE(slice(y0, 1, t, T).to_vector<float>() != slice(y1, 1, t, T).to_vector<float>());
+  }
+  // The kept weights: rows sum to 1, the upper triangle is exactly zero.
+  m.set_keep_attention(true);
+  m.forward(x);
+  const Tensor& a = m.last_attention();
+  REQUIRE(a.shape() == Shape{B, 4, T, T});
+  for (int64_t i = 0; i < T; ++i) {
+    double row = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      if (j > i) REQUIRE(a.at({1, 3, i, j}) == 0.0);
+      row += a.at({1, 3, i, j});
+    }
+    REQUIRE(row == Approx(1.0).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("key padding: padded keys get exactly zero weight and do not affect other positions",
+          "[attention]") {
+  const int64_t B = 3, T = 5, C = 8;
+  const auto mask = nn::padding_mask_from_lengths({5, 3, 2}, T);
+  nn::MultiHeadAttention m({.d_model = C, .n_head = 2, .seed = 8});
+  m.set_keep_attention(true);
+  Generator gen(9);
+  Tensor x = Tensor::randn({B, T, C}, gen);
+  const Tensor y0 = m.forward(x, &mask);
+  const Tensor a = m.last_attention();
+  REQUIRE(a.shape() == Shape{B, 2, T, T});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j)
+          if (mask.pad[b * T + j]) REQUIRE(a.at({b, h, i, j}) == 0.0);
+          else REQUIRE(a.at({b, h, i, j}) > 0.0);
+  // Rewrite the padded positions' inputs (large values): no output at a non-padded position may change.
+  const std::vector<int64_t> lengths = {5, 3, 2};
+  Tensor x2 = x.clone();
+  for (int64_t b = 0; b < B; ++b)
+    if (lengths[b] < T)
+      slice(slice(x2, 0, b, b + 1), 1, lengths[b], T).copy_(Tensor::randn({1, T - lengths[b], C}, gen, 10.0));
+  const Tensor y1 = m.forward(x2, &mask);
+  for (int64_t b = 0; b < B; ++b) {
+    INFO("row " << b);
+    REQUIRE(bitwise_equal(slice(slice(y0, 0, b, b + 1), 1, 0, lengths[b]).to_vector<float>(),
+                          slice(slice(y1, 0, b, b + 1), 1, 0, lengths[b]).to_vector<float>()));
+  }
+  // The padded queries themselves did change, and so does everything when a real key changes.
+  REQUIRE(slice(y0, 0, 1, 2).to_vector<float>() != slice(y1, 0, 1, 2).to_vector<float>());
+  Tensor x3 = x.clone();
+  slice(slice(x3, 0, 1, 2), 1, 0, 1).copy_(Tensor::randn({1, 1, C}, gen));
+  const Tensor y3 = m.forward(x3, &mask);
+  for (int64_t t = 0; t < T; ++t) REQUIRE(y3.at({1, t, 0}) != y0.at({1, t, 0}));
+}
+
+TEST_CASE("cross-attention reads keys and values from the memory", "[attention]") {
+  const int64_t B = 2, Tq = 3, Tk = 7, C = 8;
+  for (bool fused : {false, true}) {
+    INFO("fused_qkv " << fused);
+    nn::MultiHeadAttention m({.d_model = C, .n_head = 2, .fused_qkv = fused, .seed = 10});
+    m.set_keep_attention(true);
+    Generator gen(11);
+    Tensor q = Tensor::randn({B, Tq, C}, gen), mem = Tensor::randn({B, Tk, C}, gen);
+    const Tensor y0 = m.forward(q, mem);
+    REQUIRE(y0.shape() == Shape{B, Tq, C});
+    REQUIRE(m.last_attention().shape() == Shape{B, 2, Tq, Tk});
+    // Another memory: every output changes.
+    const Tensor y1 = m.forward(q, Tensor::randn({B, Tk, C}, gen));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < Tq; ++t) REQUIRE(y0.at({b, t, 0}) != y1.at({b, t, 0}));
+    // Another query at one position: only that position's output changes (no query mixing).
+    Tensor q2 = q.clone();
+    slice(q2, 1, 1, 2).copy_(Tensor::randn({B, 1, C}, gen));
+    const Tensor y2 = m.forward(q2, mem);
+    for (int64_t t : {0, 2})
+      REQUIRE(bitwise_equal(slice(y0, 1, t, t + 1).to_vector<float>(), slice(y2, 1, t, t + 1).to_vector<float>()));
+    REQUIRE(slice(y0, 1, 1, 2).to_vector<float>() != slice(y2, 1, 1, 2).to_vector<float>());
+    // A memory of another length works.
+    REQUIRE(m.forward(q, Tensor::randn({B, 2, C}, gen)).shape() == Shape{B, Tq, C});
+  }
+}
+
+TEST_CASE("attention dropout is active in training and off in eval", "[attention]") {
+  nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .dropout = 0.5, .seed = 12});
+  Generator gen(13);
+  Tensor x = Tensor::randn({2, 4, 8}, gen);
+  m.eval();
+  const auto e0 = m.forward(x).to_vector<float>();
+  REQUIRE(m.forward(x).to_vector<float>() == e0);  // deterministic in eval
+  m.train();
+  REQUIRE(m.forward(x).to_vector<float>() != e0);
+}

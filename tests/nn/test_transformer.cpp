@@ -1,0 +1,260 @@
+// Transformer layers, stacks and the EncoderDecoder: values against PyTorch's
+// nn.TransformerEncoderLayer / nn.TransformerDecoderLayer, gradient checks (pre- and post-norm),
+// names, causality and padding.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/heed.h"
+#include "nn/transformer.h"
+#include "support/helpers.h"
+
+using namespace heed;
+using heed::test::randn64;
+using heed::test::require_gradcheck;
+using heed::test::require_values;
+
+namespace {
+
+// amp * sin(0.37 n + phase) over the flat index n: deterministic values both here and in PyTorch.
+Tensor formula(const Shape& shape, double phase, double amp) {
+  std::vector<double> v(numel_of(shape));
+  for (size_t n = 0; n < v.size(); ++n) v[n] = amp * std::sin(0.37 * static_cast<double>(n) + phase);
+  return Tensor::from_vector(v, shape);
+}
+
+// Every parameter set from its dotted name (ref_tf.py's param(), below, does the same).
+void set_params(nn::Module& m) {
+  for (auto& [name, p] : m.named_parameters()) {
+    double phase = 0;
+    for (size_t i = 0; i < name.size(); ++i) phase += 0.01 * static_cast<double>((i + 1) * name[i]);
+    const bool is_bias = name.ends_with("bias");
+    if (name.find("norm") != std::string::npos && !is_bias) {
+      p.copy_(add(formula(p.shape(), phase, 0.2), 1.0));
+    } else {
+      p.copy_(formula(p.shape(), phase, is_bias ? 0.1 : 0.4));
+    }
+  }
+}
+
+void check_module_grads(nn::Module& m, const std::vector<Tensor>& inputs, const GradcheckFn& fn,
+                        int64_t max_checks = -1) {
+  std::vector<Tensor> all = inputs;
+  for (const auto& p : m.parameters()) all.push_back(p);
+  GradcheckOptions opt;
+  opt.max_checks = max_checks;
+  require_gradcheck(fn, all, opt);
+}
+
+std::vector<std::string> param_names(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [n, _] : m.named_parameters()) out.push_back(n);
+  return out;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  const auto va = a.to_vector<float>(), vb = b.to_vector<float>();
+  return va.size() == vb.size() && std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
+}
+
+nn::TransformerLayerOptions small(nn::NormPlacement norm, uint64_t seed = 0) {
+  return {.d_model = 4, .n_head = 2, .d_ff = 8, .norm = norm, .seed = seed};
+}
+
+}  // namespace
+
+// PyTorch's own layers with the same weights (dropout 0, relu, batch_first):
+//   /usr/bin/python3 ref_tf.py, where ref_tf.py is
+//   import torch, math
+//   def f(shape, phase, amp):
+//       n = torch.arange(math.prod(shape), dtype=torch.float64)
+//       return (amp * torch.sin(0.37 * n + phase)).reshape(shape)
+//   def param(name, shape):
+//       phase = 0.01 * sum((i + 1) * ord(c) for i, c in enumerate(name))
+//       if 'norm' in name and name.endswith('weight'): return 1 + f(shape, phase, 0.2)
+//       return f(shape, phase, 0.1 if name.endswith('bias') else 0.4)
+//   C, nh, F = 4, 2, 8
+//   x = f((2, 4, C), 0.5, 1.5); mem = f((2, 4, C), 0.9, 1.2); tgt = f((2, 3, C), 0.2, 1.3)
+//   src_pad = torch.tensor([[0, 0, 0, 0], [0, 0, 0, 1]], dtype=torch.bool)
+//   tgt_pad = torch.tensor([[0, 0, 0], [0, 0, 1]], dtype=torch.bool)
+//   def load(layer, cross):
+//       sd = {}
+//       for m, heed in (('self_attn', 'self_attn'),) + ((('multihead_attn', 'cross_attn'),) if cross else ()):
+//           if heed == 'cross_attn':
+//               sd[m + '.in_proj_weight'] = torch.cat([param(heed + '.%s_proj.weight' % p, (C, C)) for p in 'qkv'])
+//               sd[m + '.in_proj_bias'] = torch.cat([param(heed + '.%s_proj.bias' % p, (C,)) for p in 'qkv'])
+//           else:
+//               sd[m + '.in_proj_weight'] = param(heed + '.c_attn.weight', (3 * C, C))
+//               sd[m + '.in_proj_bias'] = param(heed + '.c_attn.bias', (3 * C,))
+//           sd[m + '.out_proj.weight'] = param(heed + '.c_proj.weight', (C, C))
+//           sd[m + '.out_proj.bias'] = param(heed + '.c_proj.bias', (C,))
+//       sd['linear1.weight'] = param('ff.c_fc.weight', (F, C)); sd['linear1.bias'] = param('ff.c_fc.bias', (F,))
+//       sd['linear2.weight'] = param('ff.c_proj.weight', (C, F)); sd['linear2.bias'] = param('ff.c_proj.bias', (C,))
+//       for i in (1, 2, 3) if cross else (1, 2):
+//           sd['norm%d.weight' % i] = param('norm%d.weight' % i, (C,)); sd['norm%d.bias' % i] = param('norm%d.bias' % i, (C,))
+//       layer.load_state_dict(sd)
+//       return layer
+//   for pre in (False, True):
+//       enc = load(torch.nn.TransformerEncoderLayer(C, nh, F, 0.0, 'relu', batch_first=True, norm_first=pre).double(), False)
+//       print(', '.join('%.10g' % v for v in enc(x, src_key_padding_mask=src_pad).flatten().tolist()))
+//   for pre in (False, True):
+//       dec = load(torch.nn.TransformerDecoderLayer(C, nh, F, 0.0, 'relu', batch_first=True, norm_first=pre).double(), True)
+//       causal = torch.ones(3, 3, dtype=torch.bool).triu(1)
+//       y = dec(tgt, mem, tgt_mask=causal, tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad)
+//       print(', '.join('%.10g' % v for v in y.flatten().tolist()))
+TEST_CASE("EncoderLayer and DecoderLayer match PyTorch's, post-norm and pre-norm", "[transformer]") {
+  const std::vector<double> enc_post = {
+      -1.13271349,   1.287259991,   0.9141705593,  -0.7664071324, 1.306500839,   0.5576208912,  0.1812549041,
+      -1.439997361,  2.041426554,   -0.5424319812, -0.408598394,  -0.5403826609, -0.06867957556, -1.480987361,
+      0.4291811477,  1.208932379,   -1.59263651,   0.7746489166,  1.171344497,   -0.1882825264, 1.111983868,
+      0.7182193373,  0.2514626821,  -1.485638709,  1.904482282,   -0.1091642382, -0.1970360807, -0.9994812123,
+      0.5607201836,  -1.422976711,  -0.2022111689, 1.232790173};
+  const std::vector<double> enc_pre = {
+      1.290965361,   0.9768095148,  1.808863662,   0.9857293988,  2.066603384,   0.7922429926,  0.9827476134,
+      -0.5028107276, 0.2220077836,  -1.227414664,  -0.9416669676, -2.061720507,  -0.8114403777, -1.483099275,
+      -0.3955934154, -0.9171094514, 0.9071440934,  0.4563209399,  1.545686234,   0.8731272638,  2.238163069,
+      1.07396893,    1.373457661,   0.03929301444, 0.8114641717,  -0.779776544,  -0.6494739871, -1.87633139,
+      -0.8814533446, -1.635725914,  -0.936751034,  -1.311869949};
+  const std::vector<double> dec_post = {
+      -1.482854863, 0.9861521552,  1.064774845,  -0.3742288493, 1.286898779,  0.6094607634,
+      0.1253344361, -1.423879618,  1.966598324,  -0.2718146924, -0.2760981556, -0.8420153238,
+      0.2967466495, -1.556757898,  0.2523835342, 1.131000666,   -1.400292724, -0.4062440057,
+      1.337244914,  0.5076498905,  0.8626282137, 0.8460032081,  0.3647956371, -1.506143577};
+  const std::vector<double> dec_pre = {
+      0.6947134445, 0.8228118511,  1.639846017,   0.7079929723, 2.025200453,  0.73537042,
+      1.251551664,  0.1641191935,  0.7406998035,  -0.9113067224, -0.5942583833, -1.412290914,
+      -0.7614106348, -1.378378793, -0.357703877,  -1.137866823, 0.3065183322, 0.1496570109,
+      1.371228111,  0.5792893125,  1.597486721,   1.073615836,  1.615890286,  0.7233564076};
+  const Tensor x = formula({2, 4, 4}, 0.5, 1.5), mem = formula({2, 4, 4}, 0.9, 1.2);
+  const Tensor tgt = formula({2, 3, 4}, 0.2, 1.3);
+  const auto src_pad = nn::padding_mask_from_lengths({4, 3}, 4);
+  const auto tgt_pad = nn::padding_mask_from_lengths({3, 2}, 3);
+  for (auto norm : {nn::NormPlacement::post, nn::NormPlacement::pre}) {
+    const bool pre = norm == nn::NormPlacement::pre;
+    INFO("pre-norm " << pre);
+    nn::EncoderLayer enc(small(norm));
+    enc.to(DType::f64);
+    set_params(enc);
+    require_values(enc.forward(x, &src_pad), {2, 4, 4}, pre ? enc_pre : enc_post, 1e-9);
+    nn::DecoderLayer dec(small(norm));
+    dec.to(DType::f64);
+    set_params(dec);
+    require_values(dec.forward(tgt, mem, &tgt_pad, &src_pad), {2, 3, 4}, pre ? dec_pre : dec_post, 1e-9);
+  }
+}
+
+TEST_CASE("EncoderLayer gradcheck, post-norm and pre-norm, with a padding mask", "[transformer]") {
+  const auto mask = nn::padding_mask_from_lengths({4, 2}, 4);
+  for (auto norm : {nn::NormPlacement::post, nn::NormPlacement::pre}) {
+    INFO("pre-norm " << (norm == nn::NormPlacement::pre));
+    nn::EncoderLayer layer(small(norm, 21));
+    layer.to(DType::f64);
+    Tensor x = randn64({2, 4, 4}, 22);
+    check_module_grads(layer, {x}, [&](const std::vector<Tensor>& in) { return layer.forward(in[0], &mask); });
+  }
+}
+
+TEST_CASE("DecoderLayer gradcheck, post-norm and pre-norm, Tt != Ts, both masks", "[transformer]") {
+  const auto tgt_mask = nn::padding_mask_from_lengths({3, 2}, 3);
+  const auto mem_mask = nn::padding_mask_from_lengths({5, 3}, 5);
+  for (auto norm : {nn::NormPlacement::post, nn::NormPlacement::pre}) {
+    INFO("pre-norm " << (norm == nn::NormPlacement::pre));
+    nn::DecoderLayer layer(small(norm, 23));
+    layer.to(DType::f64);
+    Tensor x = randn64({2, 3, 4}, 24), mem = randn64({2, 5, 4}, 25);
+    check_module_grads(layer, {x, mem}, [&](const std::vector<Tensor>& in) {
+      return layer.forward(in[0], in[1], &tgt_mask, &mem_mask);
+    });
+  }
+}
+
+TEST_CASE("Encoder and Decoder stacks: names, final norm only when pre-norm, distinct layers",
+          "[transformer]") {
+  nn::Encoder post(small(nn::NormPlacement::post), 2);
+  nn::Encoder pre(small(nn::NormPlacement::pre), 2);
+  const auto names_post = param_names(post), names_pre = param_names(pre);
+  REQUIRE(names_post.front() == "layers.0.self_attn.c_attn.weight");
+  REQUIRE(std::find(names_post.begin(), names_post.end(), "layers.1.norm2.bias") != names_post.end());
+  REQUIRE(post.norm == nullptr);
+  REQUIRE(std::find(names_post.begin(), names_post.end(), "norm.weight") == names_post.end());
+  REQUIRE(names_pre.size() == names_post.size() + 2);
+  REQUIRE(names_pre[names_pre.size() - 2] == "norm.weight");
+  REQUIRE(names_pre.back() == "norm.bias");
+  // Each layer gets its own initial weights.
+  REQUIRE((*post.layers)[0]->self_attn->c_attn->weight.to_vector<float>() !=
+          (*post.layers)[1]->self_attn->c_attn->weight.to_vector<float>());
+
+  nn::Decoder dec(small(nn::NormPlacement::pre), 3);
+  REQUIRE(dec.layers->size() == 3);
+  const auto dnames = param_names(dec);
+  for (const char* n : {"layers.2.cross_attn.q_proj.weight", "layers.2.cross_attn.k_proj.weight",
+                        "layers.2.cross_attn.v_proj.weight", "layers.2.cross_attn.c_proj.weight",
+                        "layers.0.self_attn.c_attn.weight", "layers.0.norm3.weight", "layers.1.ff.c_fc.weight",
+                        "norm.bias"})
+    REQUIRE(std::find(dnames.begin(), dnames.end(), n) != dnames.end());
+  REQUIRE((*dec.layers)[0]->self_attn->options().causal);
+  REQUIRE_FALSE((*dec.layers)[0]->cross_attn->options().causal);
+}
+
+TEST_CASE("EncoderDecoder gradcheck over every parameter", "[transformer]") {
+  for (auto norm : {nn::NormPlacement::pre, nn::NormPlacement::post}) {
+    INFO("pre-norm " << (norm == nn::NormPlacement::pre));
+    nn::EncoderDecoder model({.src_vocab = 7, .tgt_vocab = 6, .d_model = 4, .n_head = 2, .d_ff = 8,
+                              .n_encoder_layers = 2, .n_decoder_layers = 2, .max_len = 8, .norm = norm,
+                              .seed = 31});
+    model.to(DType::f64);
+    const std::vector<int32_t> src = {1, 2, 3, 4, 6, 5, 0, 0}, tgt = {2, 3, 1, 5, 4, 0};
+    const auto src_mask = nn::padding_mask_from_lengths({4, 2}, 4);
+    const auto tgt_mask = nn::padding_mask_from_lengths({3, 2}, 3);
+    // Every parameter tensor is checked; max_checks bounds the elements per tensor.
+    check_module_grads(model, {}, [&](const std::vector<Tensor>&) {
+      return model.forward(src, 2, 4, tgt, 3, &src_mask, &tgt_mask);
+    }, 24);
+  }
+}
+
+TEST_CASE("EncoderDecoder: logits shape, causal decoding, padded source ignored", "[transformer]") {
+  nn::EncoderDecoder model({.src_vocab = 11, .tgt_vocab = 9, .d_model = 8, .n_head = 2, .d_ff = 16,
+                            .n_encoder_layers = 2, .n_decoder_layers = 2, .max_len = 16, .seed = 32});
+  const std::vector<int32_t> src = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 3, 4, 5, 0, 0}, tgt = {1, 2, 3, 4, 5, 6, 7, 8};
+  const auto src_mask = nn::padding_mask_from_lengths({5, 5, 3}, 5);
+  REQUIRE_THROWS_AS(model.forward(src, 3, 5, tgt, 3), Error);  // 8 target ids for B=3, T=3
+  const std::vector<int32_t> tgt3 = {1, 2, 3, 4, 5, 6, 7, 8, 1};
+  const Tensor y0 = model.forward(src, 3, 5, tgt3, 3, &src_mask);
+  REQUIRE(y0.shape() == Shape{3, 3, 9});
+  // Changing target token t leaves the logits at positions < t bitwise unchanged.
+  std::vector<int32_t> tgt_b = tgt3;
+  tgt_b[0 * 3 + 2] = 8;
+  tgt_b[1 * 3 + 1] = 0;
+  const Tensor y1 = model.forward(src, 3, 5, tgt_b, 3, &src_mask);
+  REQUIRE(bitwise_equal(slice(slice(y0, 0, 0, 1), 1, 0, 2), slice(slice(y1, 0, 0, 1), 1, 0, 2)));
+  REQUIRE(bitwise_equal(slice(slice(y0, 0, 1, 2), 1, 0, 1), slice(slice(y1, 0, 1, 2), 1, 0, 1)));
+  REQUIRE_FALSE(bitwise_equal(slice(slice(y0, 0, 0, 1), 1, 2, 3), slice(slice(y1, 0, 0, 1), 1, 2, 3)));
+  REQUIRE(bitwise_equal(slice(y0, 0, 2, 3), slice(y1, 0, 2, 3)));  // row 2 untouched
+  // Changing padded source tokens changes no logit; changing a real one does.
+  std::vector<int32_t> src_b = src;
+  src_b[2 * 5 + 3] = 7;
+  src_b[2 * 5 + 4] = 9;
+  REQUIRE(bitwise_equal(y0, model.forward(src_b, 3, 5, tgt3, 3, &src_mask)));
+  src_b[2 * 5 + 0] = 9;
+  REQUIRE_FALSE(bitwise_equal(slice(y0, 0, 2, 3), slice(model.forward(src_b, 3, 5, tgt3, 3, &src_mask), 0, 2, 3)));
+  // encode + decode is forward.
+  const Tensor memory = model.encode(src, 3, 5, &src_mask);
+  REQUIRE(memory.shape() == Shape{3, 5, 8});
+  REQUIRE(bitwise_equal(y0, model.decode(tgt3, 3, 3, memory, nullptr, &src_mask)));
+  // Names of the top level.
+  const auto names = param_names(model);
+  REQUIRE(names.front() == "src_embed.weight");
+  REQUIRE(names[1] == "tgt_embed.weight");
+  REQUIRE(names.back() == "generator.bias");
+  REQUIRE(std::find(names.begin(), names.end(), "decoder.layers.1.cross_attn.k_proj.weight") != names.end());
+  REQUIRE(std::find(names.begin(), names.end(), "encoder.norm.weight") != names.end());  // pre-norm default
+}
+
+TEST_CASE("EncoderDecoder: sequences longer than max_len are rejected", "[transformer]") {
+  nn::EncoderDecoder model({.src_vocab = 5, .tgt_vocab = 5, .d_model = 4, .n_head = 2, .d_ff = 8,
+                            .n_encoder_layers = 1, .n_decoder_layers = 1, .max_len = 3});
+  REQUIRE_THROWS_WITH(model.encode({1, 2, 3, 4}, 1, 4), Catch::Contains("max_len"));
+}
