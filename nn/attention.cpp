@@ -1,10 +1,12 @@
-// Multi-head attention. The projections and the two batched products are ordinary ops (matmul
-// works on the (B, nh, T, hd) head views through BLAS strides, without copies); the scale, the
-// masks and the softmax are one fused op, attention_softmax, whose kernels skip the masked keys
-// (the upper triangle when causal) instead of filling them with -inf and exponentiating zeros.
+// Multi-head attention. The projections are Linear layers; everything between them (head views,
+// q k^T, scale, masks, softmax, attention dropout, @ v, merging heads) is one autograd op,
+// attention_heads, built on matmul over (B, nh, T, hd) views (BLAS reads them in place) and the
+// attention_softmax kernels, which skip masked keys (the causal upper triangle) instead of
+// filling them with -inf and exponentiating zeros.
 #include "nn/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -135,15 +137,18 @@ static void attention_softmax_backward(T* ds, const T* dy, const T* y, T scale, 
   }
 }
 
+static void check_mask(const KeyPaddingMask* mask, int64_t B, int64_t Tk, const char* op, const Shape& shape) {
+  if (!mask) return;
+  HEED_CHECK(mask->B == B && mask->T == Tk && static_cast<int64_t>(mask->pad.size()) == B * Tk, op,
+             ": key padding mask (B=", mask->B, ", T=", mask->T, ", ", mask->pad.size(),
+             " flags) does not match keys of shape ", to_string(shape), " (B=", B, ", Tk=", Tk, ")");
+}
+
 Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const KeyPaddingMask* mask) {
   HEED_CHECK(scores.dim() == 4, "attention_softmax: scores must be (B, H, Tq, Tk), got ",
              to_string(scores.shape()));
   const int64_t B = scores.size(0), H = scores.size(1), Tq = scores.size(2), Tk = scores.size(3);
-  if (mask) {
-    HEED_CHECK(mask->B == B && mask->T == Tk && static_cast<int64_t>(mask->pad.size()) == B * Tk,
-               "attention_softmax: key padding mask (B=", mask->B, ", T=", mask->T, ", ", mask->pad.size(),
-               " flags) does not match scores ", to_string(scores.shape()), " (B=", B, ", Tk=", Tk, ")");
-  }
+  check_mask(mask, B, Tk, "attention_softmax", scores.shape());
   const Tensor s = scores.is_contiguous() ? scores : scores.detach().contiguous();
   Tensor out = Tensor::empty(scores.shape(), scores.dtype());
   visit_dtype(s.dtype(), [&]<class T>() {
@@ -162,24 +167,136 @@ Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const 
 }
 
 // ------------------------------------------------------------------------------------------
-// Head views
+// attention_heads: the whole of softmax(q k^T * scale, masked) @ v over heads, as one autograd
+// op. q, k and v are read in place as (B, nh, T, hd) views of the projections (for fused qkv,
+// three channel ranges of one (B, T, 3C) tensor); the output is written straight in the merged
+// (B, Tq, C) layout; the backward writes dq, dk, dv straight into one gradient per source tensor.
+// Composing the same from slice/view/matmul ops costs a zero-filled (B, T, 3C) gradient per
+// slice, their sums, and strided copies: several passes over memory per step.
 
-// (B, T, C) with unit last stride (a slice of a fused qkv is fine) -> (B, nh, T, hd), a view.
-// view() cannot do this for the strided slices of qkv, so it is a small op of its own.
-static Tensor split_heads(const Tensor& x, int64_t nh) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), hd = C / nh;
-  const Tensor v = x.strides()[2] == 1 ? x : x.contiguous();
-  Tensor out = make_view(v, {B, nh, T, hd}, {v.strides()[0], hd, v.strides()[1], 1}, v.offset());
-  return record("split_heads", out, {v}, [B, T, C, nh, hd](const Tensor& g) {
-    Tensor dx = Tensor::empty({B, T, C}, g.dtype());
-    make_view(dx, {B, nh, T, hd}, {T * C, hd, C, 1}, 0).copy_(g);
-    return std::vector<Tensor>{dx};
-  });
+// One of q, k, v: channels [off, off + C) of src (B, T, W), which has a unit last stride.
+struct HeadRole {
+  Tensor src;
+  int64_t off;
+};
+
+// (B, nh, T, hd) view of channels [off, off + nh * hd) of src (B, T, W).
+static Tensor head_view(const Tensor& src, int64_t off, int64_t nh, int64_t hd) {
+  return make_view(src, {src.size(0), nh, src.size(1), hd}, {src.strides()[0], hd, src.strides()[1], 1},
+                   src.offset() + off);
 }
 
-// (B, nh, T, hd) -> (B, T, nh * hd), one copy.
-static Tensor merge_heads(const Tensor& y) {
-  return reshape(transpose(y, 1, 2), {y.size(0), y.size(2), y.size(1) * y.size(3)});
+// dst (B, T, W) at channel off <- heads (B, nh, T, hd) contiguous. The merge of attention
+// outputs and the scatter of q/k/v gradients; pointer loops, as copy_ goes element by element.
+template <class T>
+static void heads_to_rows(T* dst, int64_t W, int64_t off, const T* heads, int64_t B, int64_t nh, int64_t Tn,
+                          int64_t hd) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t t = 0; t < Tn; ++t)
+        std::copy_n(heads + ((b * nh + h) * Tn + t) * hd, hd, dst + (b * Tn + t) * W + off + h * hd);
+}
+
+// Inverted dropout of the attention weights, in place: a = a * keep / (1 - p). Only the visible
+// keys of each row draw (the causal upper triangle is zero anyway), two draws per 64 random bits.
+template <class T>
+static void dropout_weights(T* a, double p, Generator& gen, int64_t R, int64_t Tq, int64_t Tk, bool causal) {
+  const uint64_t threshold = static_cast<uint64_t>(p * 4294967296.0);  // keep iff u32 >= p * 2^32
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  uint64_t bits = 0;
+  int left = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    T* row = a + r * Tk;
+    for (int64_t j = 0, n = visible_keys(r % Tq, Tq, Tk, causal); j < n; ++j) {
+      if (left == 0) bits = gen.next_u64(), left = 2;
+      const bool keep = (bits & 0xffffffffULL) >= threshold;
+      bits >>= 32, --left;
+      row[j] = keep ? row[j] * scale : T(0);
+    }
+  }
+}
+
+// g = g * (kept ? 1 / (1 - p) : 0), with kept read off the dropped weights: a kept weight is
+// a / (1 - p) > 0 and a dropped one 0. A zero softmax weight (masked key) needs no gradient, as
+// the softmax backward multiplies by it.
+template <class T>
+static void dropout_weights_backward(T* g, const T* dropped, double p, int64_t n) {
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  for (int64_t i = 0; i < n; ++i) g[i] = dropped[i] != T(0) ? g[i] * scale : T(0);
+}
+
+// q, k, v (their sources may be one tensor) -> (B, Tq, C). Roles on one source must use disjoint
+// channel ranges. With p > 0 the weights are dropped out (after keep_weights is taken).
+static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const HeadRole& vr, int64_t C, int64_t nh,
+                              double scale, bool causal, const KeyPaddingMask* mask, double p, Generator* gen,
+                              Tensor* keep_weights) {
+  const HeadRole* roles[3] = {&qr, &kr, &vr};
+  std::vector<Tensor> inputs, data;  // the op's inputs, and the same with a unit last stride
+  std::array<size_t, 3> src{};       // role -> index into inputs
+  for (size_t r = 0; r < 3; ++r) {
+    const Tensor& t = roles[r]->src;
+    size_t i = 0;
+    while (i < inputs.size() && !inputs[i].same(t)) ++i;
+    if (i == inputs.size()) {
+      inputs.push_back(t);
+      data.push_back(t.strides()[2] == 1 ? t.detach() : t.detach().contiguous());
+    }
+    src[r] = i;
+  }
+  const std::array<int64_t, 3> offs = {qr.off, kr.off, vr.off};
+  const int64_t hd = C / nh, B = data[src[0]].size(0), Tq = data[src[0]].size(1), Tk = data[src[1]].size(1);
+  check_mask(mask, B, Tk, "MultiHeadAttention", data[src[1]].shape());
+  const Tensor q = head_view(data[src[0]], qr.off, nh, hd);  // (B, nh, Tq, hd)
+  const Tensor k = head_view(data[src[1]], kr.off, nh, hd);  // (B, nh, Tk, hd)
+  const Tensor v = head_view(data[src[2]], vr.off, nh, hd);  // (B, nh, Tk, hd)
+  Tensor att, dropped, out;
+  {
+    NoGradGuard no_grad;
+    att = matmul(q, transpose(k, -2, -1));  // (B, nh, Tq, Tk) scores, softmaxed in place
+    visit_dtype(att.dtype(), [&]<class T>() {
+      attention_softmax_forward<T>(att.data<T>(), att.data<T>(), mask ? mask->pad.data() : nullptr,
+                                   static_cast<T>(scale), B, nh, Tq, Tk, causal);
+    });
+    if (keep_weights) *keep_weights = att;
+    dropped = att;
+    if (p > 0.0) {
+      dropped = att.clone();
+      visit_dtype(att.dtype(), [&]<class T>() { dropout_weights<T>(dropped.data<T>(), p, *gen, B * nh * Tq, Tq, Tk, causal); });
+    }
+    const Tensor y = matmul(dropped, v);  // (B, nh, Tq, hd)
+    out = Tensor::empty({B, Tq, C}, y.dtype());
+    visit_dtype(y.dtype(), [&]<class T>() { heads_to_rows<T>(out.data<T>(), C, 0, y.data<T>(), B, nh, Tq, hd); });
+  }
+  return record("attention_heads", out, inputs, [data, src, offs, q, k, v, att, dropped, C, nh, hd, B, Tq, Tk, scale,
+                                                 causal, p](const Tensor& g) {
+    const Tensor gy = make_view(g, {B, nh, Tq, hd}, {Tq * C, hd, C, 1}, g.offset());  // g as heads, in place
+    Tensor gatt = matmul(gy, transpose(v, -2, -1));            // (B, nh, Tq, Tk)
+    const Tensor gv = matmul(transpose(dropped, -2, -1), gy);  // (B, nh, Tk, hd)
+    visit_dtype(g.dtype(), [&]<class T>() {
+      T* ga = gatt.data<T>();
+      if (p > 0.0) dropout_weights_backward<T>(ga, dropped.data<T>(), p, gatt.numel());
+      attention_softmax_backward<T>(ga, ga, att.data<T>(), static_cast<T>(scale), B * nh * Tq, Tq, Tk, causal);
+    });
+    // gatt now holds d(scores) with the scale folded in.
+    const Tensor gq = matmul(gatt, k);                       // (B, nh, Tq, hd)
+    const Tensor gk = matmul(transpose(gatt, -2, -1), q);    // (B, nh, Tk, hd)
+    const Tensor* parts[3] = {&gq, &gk, &gv};
+    std::vector<Tensor> grads(data.size());
+    for (size_t i = 0; i < data.size(); ++i) {
+      int64_t covered = 0;
+      for (size_t r = 0; r < 3; ++r) covered += src[r] == i ? C : 0;
+      const Shape& shape = data[i].shape();
+      // Fully covered (fused qkv, or a plain projection): every element is written below.
+      grads[i] = covered == shape[2] ? Tensor::empty(shape, g.dtype()) : Tensor::zeros(shape, g.dtype());
+    }
+    visit_dtype(g.dtype(), [&]<class T>() {
+      for (size_t r = 0; r < 3; ++r) {
+        Tensor& d = grads[src[r]];
+        heads_to_rows<T>(d.data<T>(), d.size(2), offs[r], parts[r]->data<T>(), B, nh, d.size(1), hd);
+      }
+    });
+    return grads;
+  });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -226,10 +343,10 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const KeyPaddingMask* mask) 
   const int64_t C = options_.d_model;
   check_input(x, C, "input");
   if (options_.fused_qkv) {
-    Tensor qkv = c_attn->forward(x);  // (B, T, 3C)
-    return attend(slice(qkv, 2, 0, C), slice(qkv, 2, C, 2 * C), slice(qkv, 2, 2 * C, 3 * C), mask);
+    const Tensor qkv = c_attn->forward(x);  // (B, T, 3C): q, k, v side by side
+    return attend(qkv, 0, qkv, C, qkv, 2 * C, mask);
   }
-  return attend(q_proj->forward(x), k_proj->forward(x), v_proj->forward(x), mask);
+  return attend(q_proj->forward(x), 0, k_proj->forward(x), 0, v_proj->forward(x), 0, mask);
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, const KeyPaddingMask* memory_mask) {
@@ -243,25 +360,21 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, co
     // self-attention call uses, applied to two different inputs.
     const Tensor& w = c_attn->weight;
     const Tensor& b = c_attn->bias;
-    Tensor q = linear(query, slice(w, 0, 0, C), b.defined() ? slice(b, 0, 0, C) : Tensor());
-    Tensor kv = linear(memory, slice(w, 0, C, 3 * C), b.defined() ? slice(b, 0, C, 3 * C) : Tensor());
-    return attend(q, slice(kv, 2, 0, C), slice(kv, 2, C, 2 * C), memory_mask);
+    const Tensor q = linear(query, slice(w, 0, 0, C), b.defined() ? slice(b, 0, 0, C) : Tensor());
+    const Tensor kv = linear(memory, slice(w, 0, C, 3 * C), b.defined() ? slice(b, 0, C, 3 * C) : Tensor());
+    return attend(q, 0, kv, 0, kv, C, memory_mask);
   }
-  return attend(q_proj->forward(query), k_proj->forward(memory), v_proj->forward(memory), memory_mask);
+  return attend(q_proj->forward(query), 0, k_proj->forward(memory), 0, v_proj->forward(memory), 0, memory_mask);
 }
 
-Tensor MultiHeadAttention::attend(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                  const KeyPaddingMask* mask) {
-  const int64_t nh = options_.n_head;
-  Tensor q = split_heads(q_in, nh);  // (B, nh, Tq, hd)
-  Tensor k = split_heads(k_in, nh);  // (B, nh, Tk, hd)
-  Tensor v = split_heads(v_in, nh);  // (B, nh, Tk, hd)
-  Tensor scores = matmul(q, transpose(k, -2, -1));  // (B, nh, Tq, Tk), unscaled
-  Tensor att = attention_softmax(scores, 1.0 / std::sqrt(static_cast<double>(head_dim_)), options_.causal, mask);
-  if (keep_attention_) last_attention_ = att.detach();
-  att = attn_dropout->forward(att);
-  Tensor y = matmul(att, v);  // (B, nh, Tq, hd)
-  return resid_dropout->forward(c_proj->forward(merge_heads(y)));
+Tensor MultiHeadAttention::attend(const Tensor& q_src, int64_t q_off, const Tensor& k_src, int64_t k_off,
+                                  const Tensor& v_src, int64_t v_off, const KeyPaddingMask* mask) {
+  const bool drop = attn_dropout->is_training() && attn_dropout->p() > 0.0;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));  // applied once, in the softmax
+  Tensor y = attention_heads({q_src, q_off}, {k_src, k_off}, {v_src, v_off}, options_.d_model, options_.n_head, scale,
+                             options_.causal, mask, drop ? attn_dropout->p() : 0.0, &attn_dropout->generator(),
+                             keep_attention_ ? &last_attention_ : nullptr);
+  return resid_dropout->forward(c_proj->forward(y));
 }
 
 }  // namespace heed::nn

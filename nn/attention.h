@@ -6,8 +6,9 @@
 //   Tensor z = cross.forward(query, memory, &mask);  // query (B, Tq, C), memory (B, Tk, C)
 //
 // Shapes use nanoGPT's names: B batch, T time, C = d_model, nh = n_head, hd = C / nh.
-// The scores q @ k^T are scaled by 1/sqrt(hd) once, masked (causal, padding) with -inf and
-// softmaxed in one fused op (attention_softmax) that skips masked keys entirely.
+// The scores q @ k^T are scaled by 1/sqrt(hd) once, masked (causal, padding: as a -inf fill) and
+// softmaxed by fused kernels that skip masked keys; between the projections the whole attention
+// is one autograd op, so the backward writes dq, dk, dv straight into the projections' gradients.
 #pragma once
 
 #include <cstdint>
@@ -79,8 +80,9 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;
 
  private:
-  // q (B, Tq, C), k and v (B, Tk, C), any strides with unit last stride -> (B, Tq, C).
-  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const KeyPaddingMask* mask);
+  // q, k, v: channels [off, off + C) of projections (B, T, *) -> c_proj(attention) (B, Tq, C).
+  Tensor attend(const Tensor& q_src, int64_t q_off, const Tensor& k_src, int64_t k_off, const Tensor& v_src,
+                int64_t v_off, const KeyPaddingMask* mask);
 
   MultiHeadAttentionOptions options_;
   int64_t head_dim_ = 0;

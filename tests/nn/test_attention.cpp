@@ -204,6 +204,26 @@ TEST_CASE("MultiHeadAttention gradcheck: cross-attention with Tq != Tk and a mem
   }
 }
 
+TEST_CASE("MultiHeadAttention gradcheck in training mode with dropout (masks replayed by reseeding)",
+          "[attention]") {
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .causal = causal, .dropout = 0.3, .seed = 14});
+    m.to(DType::f64);
+    Tensor x = randn64({2, 5, 8}, 18);
+    auto run = [&](const std::vector<Tensor>& in) {
+      m.attn_dropout->seed(3);
+      m.resid_dropout->seed(4);
+      return m.forward(in[0]);
+    };
+    check_module_grads(m, {x}, run);
+    // The dropout really acted: eval mode gives other values.
+    const auto train_out = run({x}).to_vector<double>();
+    m.eval();
+    REQUIRE(m.forward(x).to_vector<double>() != train_out);
+  }
+}
+
 TEST_CASE("attention_softmax gradcheck, with causal and padding masks and Tq != Tk", "[attention]") {
   Tensor s = randn64({2, 2, 3, 5}, 16);
   const auto mask = nn::padding_mask_from_lengths({5, 2}, 5);
