@@ -184,50 +184,52 @@ void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const 
   }
 }
 
-// With norm = (x - mean) * rstd and dnorm = dy * w (dy when w is null):
+// With norm = (x - mean) * rstd and dnorm = dy * w:
 //   dx = (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd,
 //   dw = sum over rows of dy * norm, db = sum over rows of dy.
+// Two passes per row: the two means, then dx, dw and db together; norm is recomputed, not stored.
 // dw and db (either may be null) gather N rows each, so they accumulate in double.
 template <class T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
                          const T* rstd, int64_t N, int64_t C) {
   constexpr int64_t W = Batch<T>::size;
-  std::vector<double> dw_acc(dw ? C : 0, 0.0), db_acc(db ? C : 0, 0.0);
-  std::vector<T> dnorm_buf(w ? C : 0);
+  // A null w is a weight of ones: one code path, and C extra reads per row are noise next to x, dy.
+  std::vector<T> ones(w ? 0 : C, T(1));
+  if (!w) w = ones.data();
+  std::vector<double> dw_acc(C, 0.0), db_acc(C, 0.0);
+  double* pw = dw_acc.data();
+  double* pb = db_acc.data();
   for (int64_t r = 0; r < N; ++r) {
     const T* g = dy + r * C;
     const T* xr = x + r * C;
     T* d = dx + r * C;
     const T m = mean[r], s = rstd[r];
-    const T* dn = g;
-    if (w) {
-      for (int64_t i = 0; i < C; ++i) dnorm_buf[i] = g[i] * w[i];
-      dn = dnorm_buf.data();
-    }
-    // sum(dnorm) and sum(dnorm * norm) in one pass; norm is recomputed rather than stored.
-    const Batch<T> mb(m), sbt(s);
+    const Batch<T> mb(m), sb(s);
     Batch<T> a0(T(0)), a1(T(0));
     int64_t i = 0;
     for (; i + W <= C; i += W) {
-      const Batch<T> dv = Batch<T>::load_unaligned(dn + i);
-      const Batch<T> nv = (Batch<T>::load_unaligned(xr + i) - mb) * sbt;
+      const Batch<T> dv = Batch<T>::load_unaligned(g + i) * Batch<T>::load_unaligned(w + i);
+      const Batch<T> nv = (Batch<T>::load_unaligned(xr + i) - mb) * sb;
       a0 += dv;
       a1 = xsimd::fma(dv, nv, a1);
     }
     T sum_dn = xsimd::hadd(a0), sum_dn_norm = xsimd::hadd(a1);
     for (; i < C; ++i) {
-      sum_dn += dn[i];
-      sum_dn_norm += dn[i] * (xr[i] - m) * s;
+      sum_dn += g[i] * w[i];
+      sum_dn_norm += g[i] * w[i] * ((xr[i] - m) * s);
     }
     const T mean_dn = sum_dn / static_cast<T>(C), mean_dn_norm = sum_dn_norm / static_cast<T>(C);
-    for (int64_t k = 0; k < C; ++k) d[k] = (dn[k] - mean_dn - (xr[k] - m) * s * mean_dn_norm) * s;
-    if (dw)
-      for (int64_t k = 0; k < C; ++k) dw_acc[k] += static_cast<double>(g[k] * ((xr[k] - m) * s));
-    if (db)
-      for (int64_t k = 0; k < C; ++k) db_acc[k] += static_cast<double>(g[k]);
+    for (int64_t k = 0; k < C; ++k) {
+      const T nk = (xr[k] - m) * s;
+      d[k] = (g[k] * w[k] - mean_dn - nk * mean_dn_norm) * s;
+      pw[k] += static_cast<double>(g[k] * nk);
+      pb[k] += static_cast<double>(g[k]);
+    }
   }
-  for (int64_t k = 0; k < (dw ? C : 0); ++k) dw[k] = static_cast<T>(dw_acc[k]);
-  for (int64_t k = 0; k < (db ? C : 0); ++k) db[k] = static_cast<T>(db_acc[k]);
+  if (dw)
+    for (int64_t k = 0; k < C; ++k) dw[k] = static_cast<T>(pw[k]);
+  if (db)
+    for (int64_t k = 0; k < C; ++k) db[k] = static_cast<T>(pb[k]);
 }
 
 }  // namespace
