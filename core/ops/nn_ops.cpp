@@ -1,8 +1,8 @@
 // Neural-network ops: embedding, masked_fill, cross_entropy, dropout and layer_norm.
 //
 // cross_entropy and layer_norm are fused llm.c-style kernel pairs (forward/backward over
-// contiguous rows, with shape comments), each followed by its autograd wrapper, which keeps the
-// small per-row caches (max and 1/sum; mean and rstd) the backward needs. Row reductions use xsimd
+// contiguous rows, with shape comments); their autograd wrappers, further down, keep the small
+// per-row caches (max and 1/sum; mean and rstd) the backward needs. Row reductions use xsimd
 // batches: GCC does not vectorise a floating-point reduction without -ffast-math, and std::exp
 // does not vectorise at all (../shared/docs/dependencies.md, trap 2).
 #include <algorithm>
