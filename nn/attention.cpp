@@ -41,25 +41,45 @@ static int64_t visible_keys(int64_t i, int64_t Tq, int64_t Tk, bool causal) {
 template <class T>
 using Batch = xsimd::batch<T>;
 
+// Causal rows end at any length n, so a scalar tail (std::exp does not vectorise) would cost as
+// much as the rest of a short row. Instead the last partial batch is read whole when the row
+// buffer extends that far (avail >= j + W: the masked scores are valid memory) and the lanes at
+// or past n are masked out with a select.
 template <class T>
-static T row_max(const T* x, int64_t n) {
+static xsimd::batch_bool<T> lanes_below(int64_t k) {
+  alignas(64) T idx[Batch<T>::size];
+  for (size_t i = 0; i < Batch<T>::size; ++i) idx[i] = static_cast<T>(i);
+  return Batch<T>::load_aligned(idx) < Batch<T>(static_cast<T>(k));
+}
+
+template <class T>
+static T hmax(const Batch<T>& b) {
+  alignas(64) T lanes[Batch<T>::size];
+  b.store_aligned(lanes);
+  return *std::max_element(lanes, lanes + Batch<T>::size);
+}
+
+// max of x[0, n); x readable up to avail >= n.
+template <class T>
+static T row_max(const T* x, int64_t n, int64_t avail) {
   constexpr int64_t W = Batch<T>::size;
-  T m = -std::numeric_limits<T>::infinity();
+  const Batch<T> ninf(-std::numeric_limits<T>::infinity());
+  Batch<T> mb = ninf;
   int64_t j = 0;
-  if (n >= W) {
-    Batch<T> mb = Batch<T>::load_unaligned(x);
-    for (j = W; j + W <= n; j += W) mb = xsimd::max(mb, Batch<T>::load_unaligned(x + j));
-    alignas(64) T lanes[W];
-    mb.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
+  for (; j + W <= n; j += W) mb = xsimd::max(mb, Batch<T>::load_unaligned(x + j));
+  if (j < n && j + W <= avail) {
+    mb = xsimd::max(mb, xsimd::select(lanes_below<T>(n - j), Batch<T>::load_unaligned(x + j), ninf));
+    j = n;
   }
+  T m = hmax(mb);
   for (; j < n; ++j) m = std::max(m, x[j]);
   return m;
 }
 
-// y = exp(scale * (s - mx)); returns the sum. std::exp does not vectorise, xsimd::exp does.
+// y[0, n) = exp(scale * (s - mx)); returns their sum. May write y[n, avail) (garbage the caller
+// overwrites).
 template <class T>
-static T row_scaled_exp(T* y, const T* s, T scale, T mx, int64_t n) {
+static T row_scaled_exp(T* y, const T* s, T scale, T mx, int64_t n, int64_t avail) {
   constexpr int64_t W = Batch<T>::size;
   const Batch<T> sb(scale), shift(scale * mx);
   Batch<T> acc(T(0));
@@ -69,17 +89,29 @@ static T row_scaled_exp(T* y, const T* s, T scale, T mx, int64_t n) {
     e.store_unaligned(y + j);
     acc += e;
   }
+  if (j < n && j + W <= avail) {
+    const Batch<T> e = xsimd::exp(xsimd::fms(Batch<T>::load_unaligned(s + j), sb, shift));
+    e.store_unaligned(y + j);
+    acc += xsimd::select(lanes_below<T>(n - j), e, Batch<T>(T(0)));
+    j = n;
+  }
   T sum = xsimd::hadd(acc);
   for (; j < n; ++j) sum += (y[j] = std::exp(s[j] * scale - scale * mx));
   return sum;
 }
 
+// sum of a[j] b[j] over [0, n); both readable up to avail >= n.
 template <class T>
-static T row_dot(const T* a, const T* b, int64_t n) {
+static T row_dot(const T* a, const T* b, int64_t n, int64_t avail) {
   constexpr int64_t W = Batch<T>::size;
   Batch<T> acc(T(0));
   int64_t j = 0;
   for (; j + W <= n; j += W) acc = xsimd::fma(Batch<T>::load_unaligned(a + j), Batch<T>::load_unaligned(b + j), acc);
+  if (j < n && j + W <= avail) {
+    const Batch<T> prod = Batch<T>::load_unaligned(a + j) * Batch<T>::load_unaligned(b + j);
+    acc += xsimd::select(lanes_below<T>(n - j), prod, Batch<T>(T(0)));
+    j = n;
+  }
   T sum = xsimd::hadd(acc);
   for (; j < n; ++j) sum += a[j] * b[j];
   return sum;
@@ -103,13 +135,13 @@ static void attention_softmax_forward(T* y, const T* scores, const uint8_t* pad,
           for (int64_t j = 0; j < n; ++j)
             if (!p[j]) mx = std::max(mx, s[j]), any = true;
         } else if (any) {
-          mx = row_max(s, n);
+          mx = row_max(s, n, Tk);
         }
         if (!any) {  // every key masked: zero weights (a -inf softmax would give NaN)
           std::fill(yr, yr + Tk, T(0));
           continue;
         }
-        T sum = row_scaled_exp(yr, s, scale, mx, n);
+        T sum = row_scaled_exp(yr, s, scale, mx, n, Tk);
         if (p) {  // padded keys may have exponentiated to anything (even inf): overwrite them
           sum = 0;
           for (int64_t j = 0; j < n; ++j) sum += (yr[j] = p[j] ? T(0) : yr[j]);
@@ -131,7 +163,7 @@ static void attention_softmax_backward(T* ds, const T* dy, const T* y, T scale, 
     const T* g = dy + r * Tk;
     const T* yr = y + r * Tk;
     T* d = ds + r * Tk;
-    const T dot = row_dot(g, yr, n);
+    const T dot = row_dot(g, yr, n, Tk);
     for (int64_t j = 0; j < n; ++j) d[j] = scale * yr[j] * (g[j] - dot);
     std::fill(d + n, d + Tk, T(0));
   }

@@ -234,6 +234,13 @@ TEST_CASE("attention_softmax gradcheck, with causal and padding masks and Tq != 
                         {s});
     }
   }
+  // Long causal rows (vector paths with a masked last batch), with padding.
+  Tensor s_long = randn64({1, 2, 21, 37}, 19);
+  const auto mask_long = nn::padding_mask_from_lengths({30}, 37);
+  require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.3, true, &mask_long); },
+                    {s_long});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.3, true, nullptr); },
+                    {s_long});
   // A non-contiguous input (transposed scores) goes through the same kernels.
   Tensor st = randn64({2, 2, 5, 3}, 17);
   require_gradcheck([&](const std::vector<Tensor>& in) {
@@ -242,25 +249,39 @@ TEST_CASE("attention_softmax gradcheck, with causal and padding masks and Tq != 
 }
 
 TEST_CASE("attention_softmax equals masked_fill(-inf) then softmax of the scaled scores", "[attention]") {
-  Generator gen(5);
-  const Tensor s = Tensor::randn({2, 3, 4, 6}, gen, 2.0, 0.0, DType::f64);
-  const double scale = 0.35;
-  // Causal with Tk - Tq = 2 (bottom-right aligned) and padding that leaves every row a key.
-  const auto pad = nn::padding_mask_from_lengths({6, 4}, 6);
-  std::vector<uint8_t> full(2 * 4 * 6, 0);
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t i = 0; i < 4; ++i)
-      for (int64_t j = 0; j < 6; ++j) full[(b * 4 + i) * 6 + j] = (j > i + 2) || pad.pad[b * 6 + j];
-  const Tensor expected = softmax(masked_fill(mul(s, scale), full, {2, 1, 4, 6},
-                                              -std::numeric_limits<double>::infinity()), -1);
-  const Tensor got = nn::attention_softmax(s, scale, true, &pad);
-  require_values(got, expected.shape(), expected.to_vector<double>(), 1e-12);
-  // Masked weights are exactly zero.
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t h = 0; h < 3; ++h)
-      for (int64_t i = 0; i < 4; ++i)
-        for (int64_t j = 0; j < 6; ++j)
-          if (full[(b * 4 + i) * 6 + j]) REQUIRE(got.at({b, h, i, j}) == 0.0);
+  // Small rows take the scalar paths; long ones the vector paths, including the masked partial
+  // batch at the end of causal rows. Causal is bottom-right aligned (key j <= i + Tk - Tq), and
+  // the padding leaves every row a key.
+  for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{4, 6}, {40, 45}, {33, 33}}) {
+    for (DType dt : {DType::f64, DType::f32}) {
+      INFO("Tq " << Tq << " Tk " << Tk << " " << dtype_name(dt));
+      Generator gen(5);
+      const Tensor s = Tensor::randn({2, 3, Tq, Tk}, gen, 2.0, 0.0, dt);
+      const double scale = 0.35;
+      const auto pad = nn::padding_mask_from_lengths({Tk, Tk - 2}, Tk);
+      for (bool causal : {false, true}) {
+        for (bool padded : {false, true}) {
+          INFO("causal " << causal << " padded " << padded);
+          std::vector<uint8_t> full(2 * Tq * Tk, 0);
+          for (int64_t b = 0; b < 2; ++b)
+            for (int64_t i = 0; i < Tq; ++i)
+              for (int64_t j = 0; j < Tk; ++j)
+                full[(b * Tq + i) * Tk + j] = (causal && j > i + Tk - Tq) || (padded && pad.pad[b * Tk + j]);
+          const Tensor expected = softmax(masked_fill(mul(s, scale), full, {2, 1, Tq, Tk},
+                                                      -std::numeric_limits<double>::infinity()), -1);
+          const Tensor got = nn::attention_softmax(s, scale, causal, padded ? &pad : nullptr);
+          require_values(got, expected.shape(), expected.to_vector<double>(), dt == DType::f64 ? 1e-12 : 1e-6);
+          // Masked weights are exactly zero.
+          const auto g = got.to_vector<double>();
+          for (int64_t b = 0; b < 2; ++b)
+            for (int64_t h = 0; h < 3; ++h)
+              for (int64_t i = 0; i < Tq; ++i)
+                for (int64_t j = 0; j < Tk; ++j)
+                  if (full[(b * Tq + i) * Tk + j]) REQUIRE(g[((b * 3 + h) * Tq + i) * Tk + j] == 0.0);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("attention with every key masked gives zero weights and no NaN", "[attention]") {
