@@ -402,6 +402,7 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, co
 Tensor MultiHeadAttention::attend(const Tensor& q_src, int64_t q_off, const Tensor& k_src, int64_t k_off,
                                   const Tensor& v_src, int64_t v_off, const KeyPaddingMask* mask) {
   const bool drop = attn_dropout->is_training() && attn_dropout->p() > 0.0;
+  if (!keep_attention_) last_attention_ = Tensor();  // never a stale one, and its memory goes
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));  // applied once, in the softmax
   Tensor y = attention_heads({q_src, q_off}, {k_src, k_off}, {v_src, v_off}, options_.d_model, options_.n_head, scale,
                              options_.causal, mask, drop ? attn_dropout->p() : 0.0, &attn_dropout->generator(),

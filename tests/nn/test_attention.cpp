@@ -395,6 +395,49 @@ TEST_CASE("cross-attention reads keys and values from the memory", "[attention]"
   }
 }
 
+TEST_CASE("attention dropout drops weights with probability p and scales the rest by 1/(1-p)",
+          "[attention]") {
+  // q = k = 0 makes every weight 1/T (non-causal); v = x = one-hot rows and c_proj = identity
+  // then put weight (i, j) at output (i, j): the dropped-out weights can be read off directly.
+  const int64_t B = 64, T = 16, C = 16;
+  const double p = 0.3;
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    nn::MultiHeadAttention m({.d_model = C, .n_head = 1, .causal = causal, .dropout = p, .seed = 15});
+    std::vector<float> w(3 * C * C, 0.0f), eye(C * C, 0.0f);
+    for (int64_t c = 0; c < C; ++c) w[(2 * C + c) * C + c] = 1.0f, eye[c * C + c] = 1.0f;
+    m.c_attn->weight.copy_(Tensor::from_vector(w, {3 * C, C}));
+    m.c_attn->bias.fill_(0.0);
+    m.c_proj->weight.copy_(Tensor::from_vector(eye, {C, C}));
+    m.c_proj->bias.fill_(0.0);
+    m.train();
+    m.resid_dropout->eval();  // only the attention weights are dropped here
+    std::vector<float> x(B * T * C, 0.0f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) x[(b * T + t) * C + t] = 1.0f;
+    const auto y = m.forward(Tensor::from_vector(x, {B, T, C})).to_vector<float>();
+    int64_t kept = 0, visible = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) {
+          const float v = y[(b * T + i) * C + j];
+          if (causal && j > i) {
+            REQUIRE(v == 0.0f);
+            continue;
+          }
+          const double weight = 1.0 / static_cast<double>(causal ? i + 1 : T);
+          ++visible;
+          if (v != 0.0f) {
+            ++kept;
+            REQUIRE(v == Approx(weight / (1 - p)).epsilon(1e-5));
+          }
+        }
+    // kept / visible ~ 1 - p; 5 standard deviations of a binomial proportion.
+    const double sd = std::sqrt(p * (1 - p) / static_cast<double>(visible));
+    REQUIRE(std::abs(static_cast<double>(kept) / static_cast<double>(visible) - (1 - p)) < 5 * sd);
+  }
+}
+
 TEST_CASE("attention dropout is active in training and off in eval", "[attention]") {
   nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .dropout = 0.5, .seed = 12});
   Generator gen(13);
