@@ -253,6 +253,26 @@ TEST_CASE("EncoderDecoder: logits shape, causal decoding, padded source ignored"
   REQUIRE(std::find(names.begin(), names.end(), "encoder.norm.weight") != names.end());  // pre-norm default
 }
 
+TEST_CASE("EncoderDecoder inputs are embedding * sqrt(d_model) + sinusoids", "[transformer]") {
+  const int64_t C = 8, T = 5;
+  nn::EncoderDecoder model({.src_vocab = 11, .tgt_vocab = 9, .d_model = C, .n_head = 2, .d_ff = 16,
+                            .n_encoder_layers = 1, .n_decoder_layers = 1, .max_len = 16, .seed = 33});
+  model.to(DType::f64);
+  const std::vector<int32_t> src = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  // The paper's encoding, written out: PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(same).
+  std::vector<double> x(2 * T * C);
+  const auto table = model.src_embed->weight.to_vector<double>();
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        const double angle = static_cast<double>(t) / std::pow(10000.0, static_cast<double>(c - c % 2) / C);
+        x[(b * T + t) * C + c] = table[src[b * T + t] * C + c] * std::sqrt(static_cast<double>(C)) +
+                                 (c % 2 == 0 ? std::sin(angle) : std::cos(angle));
+      }
+  const Tensor expected = model.encoder->forward(Tensor::from_vector(x, {2, T, C}));
+  require_values(model.encode(src, 2, T), {2, T, C}, expected.to_vector<double>(), 1e-12);
+}
+
 TEST_CASE("EncoderDecoder: sequences longer than max_len are rejected", "[transformer]") {
   nn::EncoderDecoder model({.src_vocab = 5, .tgt_vocab = 5, .d_model = 4, .n_head = 2, .d_ff = 8,
                             .n_encoder_layers = 1, .n_decoder_layers = 1, .max_len = 3});
