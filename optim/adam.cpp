@@ -9,7 +9,6 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <tuple>
 #include <type_traits>
 #include <unordered_set>
 #include <xsimd/xsimd.hpp>
@@ -93,13 +92,16 @@ void Optimizer::load_state(const NamedTensors& state, int64_t step_count) {
       if (m == entries.end() && v == entries.end()) continue;  // this parameter has no state yet
       HEED_CHECK(m != entries.end(), "load_state: '", key_m, "' is missing (but '", key_v, "' is present)");
       HEED_CHECK(v != entries.end(), "load_state: '", key_v, "' is missing (but '", key_m, "' is present)");
-      ParamState& s = fresh[g][i];
-      for (auto [key, src, dst] : {std::tuple{&key_m, m->second, &s.exp_avg}, std::tuple{&key_v, v->second, &s.exp_avg_sq}}) {
-        HEED_CHECK(src->shape() == p.shape(), "load_state: '", *key, "' has shape ", to_string(src->shape()),
+      auto copy_of = [&](const std::string& key, const Tensor& src) {
+        HEED_CHECK(src.shape() == p.shape(), "load_state: '", key, "' has shape ", to_string(src.shape()),
                    " but parameter '", name, "' has shape ", to_string(p.shape()));
-        *dst = Tensor::empty(p.shape(), p.dtype());
-        dst->copy_(*src);  // converts the dtype if the file holds another
-      }
+        Tensor t = Tensor::empty(p.shape(), p.dtype());
+        t.copy_(src);  // converts the dtype if the file holds another
+        return t;
+      };
+      ParamState& s = fresh[g][i];
+      s.exp_avg = copy_of(key_m, *m->second);
+      s.exp_avg_sq = copy_of(key_v, *v->second);
       s.step = step_count;
       used += 2;
     }
