@@ -1,0 +1,346 @@
+// Matrix products on cblas_?gemm: matmul (2-D and batched, with NumPy-broadcast batch axes) and
+// linear (PyTorch's F.linear), each forward followed by its backward.
+//
+// Nothing is copied when the last two axes of an operand are a row-major matrix with a leading
+// dimension or the transpose of one: BLAS reads it in place through its transpose flag and
+// lda/ldb. Batch axes are walked with per-operand strides (0 where an operand broadcasts), and the
+// gradient of a broadcast operand is summed by gemm itself (beta = 1 on repeat visits).
+// <cblas.h> lives in this file and core/parallel.cpp only: it clashes with xtensor-blas.
+#include <cblas.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+namespace heed {
+namespace {
+
+// One gemm operand as BLAS reads it: a rows x cols matrix per batch, element (i, j) of batch 0 at
+// data + offset + i*ld + j (stored row-major) or data + offset + i + j*ld (stored transposed).
+// bstrides has one entry per axis of the loop's batch shape, 0 where the operand broadcasts.
+struct Mat {
+  void* data = nullptr;  // storage base (the owning Tensor is kept alive by the caller)
+  int64_t offset = 0;
+  Shape bstrides;
+  int64_t rows = 0, cols = 0;
+  bool trans = false;
+  int64_t ld = 1;
+
+  Mat t() const {  // the transpose is a flag: no data moves
+    Mat m = *this;
+    std::swap(m.rows, m.cols);
+    m.trans = !trans;
+    return m;
+  }
+  template <class T>
+  T* ptr() const { return static_cast<T*>(data) + offset; }
+};
+
+using Layout = std::optional<std::pair<bool, int64_t>>;  // (trans, ld)
+
+// How BLAS can read a rows x cols matrix with strides (srow, scol) in place, or nullopt when it
+// is neither row-major nor transposed with a leading dimension (then it must be copied).
+Layout blas_layout(int64_t rows, int64_t cols, int64_t srow, int64_t scol) {
+  // A stride along a dim of size 1 is never followed, so it constrains nothing.
+  const bool row1 = rows <= 1, col1 = cols <= 1;
+  const int64_t min_ld_rm = std::max<int64_t>(cols, 1), min_ld_tr = std::max<int64_t>(rows, 1);
+  if ((col1 || scol == 1) && (row1 || srow >= min_ld_rm)) return std::pair{false, row1 ? min_ld_rm : srow};
+  if ((row1 || srow == 1) && (col1 || scol >= min_ld_tr)) return std::pair{true, col1 ? min_ld_tr : scol};
+  return std::nullopt;
+}
+
+// t's batch strides over the loop batch shape (right-aligned; 0 on broadcast axes).
+Shape batch_strides(const Tensor& t, const Shape& batch) {
+  if (batch.empty()) return {};  // a single product (linear), whatever t's rank
+  const size_t tb = t.shape().size() - 2, lead = batch.size() - tb;
+  Shape st(batch.size(), 0);
+  for (size_t i = 0; i < tb; ++i) st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return st;
+}
+
+Mat make_mat(const Tensor& t, const Shape& batch, int64_t rows, int64_t cols, const Layout& layout) {
+  Mat m;
+  m.data = t.storage()->data();
+  m.offset = t.offset();
+  m.bstrides = batch_strides(t, batch);
+  m.rows = rows;
+  m.cols = cols;
+  m.trans = layout ? layout->first : false;
+  m.ld = layout ? layout->second : std::max<int64_t>(cols, 1);  // empty matrices: never read
+  return m;
+}
+
+// The last two axes of `t` as a gemm operand over `batch`. `used` receives t itself or, when BLAS
+// cannot read t in place, a contiguous copy made outside autograd; keep it alive while the Mat is used.
+Mat operand(const Tensor& t, const Shape& batch, Tensor& used) {
+  const size_t nd = t.shape().size();
+  const int64_t rows = t.shape()[nd - 2], cols = t.shape()[nd - 1];
+  used = t;
+  Layout layout = blas_layout(rows, cols, t.strides()[nd - 2], t.strides()[nd - 1]);
+  if (!layout && rows > 0 && cols > 0) {
+    used = t.detach().contiguous();
+    layout = blas_layout(rows, cols, used.strides()[nd - 2], used.strides()[nd - 1]);
+  }
+  return make_mat(used, batch, rows, cols, layout);
+}
+
+// x (..., cols) as one matrix with the leading axes folded into rows, read in place when those
+// axes step through evenly spaced rows (any contiguous x, or a slice of one), else copied.
+Mat folded_operand(const Tensor& x, int64_t rows, Tensor& used) {
+  auto layout_of = [rows](const Tensor& t) -> Layout {
+    const size_t nd = t.shape().size();
+    const int64_t cols = t.shape()[nd - 1];
+    int64_t srow = std::max<int64_t>(cols, 1), expect = -1;
+    for (size_t d = nd - 1; d-- > 0;) {
+      if (t.shape()[d] == 1) continue;
+      if (expect < 0) {
+        srow = t.strides()[d];
+      } else if (t.strides()[d] != expect) {
+        return std::nullopt;
+      }
+      expect = t.strides()[d] * t.shape()[d];
+    }
+    return blas_layout(rows, cols, srow, t.strides()[nd - 1]);
+  };
+  const int64_t cols = x.shape().back();
+  used = x;
+  Layout layout = layout_of(x);
+  if (!layout && rows > 0 && cols > 0) {
+    used = x.detach().contiguous();
+    layout = layout_of(used);
+  }
+  return make_mat(used, {}, rows, cols, layout);
+}
+
+// A fresh contiguous tensor's last two axes as a gemm output over `batch` (0 strides where the
+// tensor broadcasts: those products are summed into it).
+Mat output_mat(const Tensor& t, const Shape& batch) {
+  const size_t nd = t.shape().size();
+  return make_mat(t, batch, t.shape()[nd - 2], t.shape()[nd - 1], std::pair{false, std::max<int64_t>(t.shape()[nd - 1], 1)});
+}
+
+// C = op(A) @ op(B) + beta C for one m x n x k product, row-major.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum; OpenBLAS versions disagree on whether k == 0 still scales C
+    if (beta == T(0))
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  constexpr int64_t kMax = std::numeric_limits<blasint>::max();
+  HEED_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
+             "matmul: a ", m, " x ", k, " x ", n, " product (leading dims ", lda, ", ", ldb, ", ", ldc,
+             ") exceeds BLAS's 32-bit sizes");
+  const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
+  const auto LDA = static_cast<blasint>(lda), LDB = static_cast<blasint>(ldb), LDC = static_cast<blasint>(ldc);
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, a, LDA, b, LDB, beta, c, LDC);
+  } else {
+    cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, a, LDA, b, LDB, beta, c, LDC);
+  }
+}
+
+// C = op(A) @ op(B) + beta C for batch 0 of each operand.
+template <class T>
+void gemm(const Mat& A, const Mat& B, const Mat& C, T beta) {
+  gemm<T>(A.trans, B.trans, C.rows, C.cols, A.cols, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, beta, C.ptr<T>(), C.ld);
+}
+
+// C[i] = op(A[i]) @ op(B[i]) for every index i of `batch`. Where C has stride 0 along a batch
+// axis (the gradient of a broadcast operand) the products along it are summed into one matrix:
+// its first visit writes (beta 0), later ones accumulate (beta 1). Does nothing for an empty batch.
+template <class T>
+void batched_gemm(const Shape& batch, const Mat& A, const Mat& B, const Mat& C) {
+  const int64_t m = C.rows, n = C.cols, k = A.cols;
+  int64_t nb = 1;
+  std::vector<size_t> axes;  // the batch axes longer than 1, the only ones that move pointers
+  for (size_t d = 0; d < batch.size(); ++d) {
+    nb *= batch[d];
+    if (batch[d] > 1) axes.push_back(d);
+  }
+  if (nb == 0 || m == 0 || n == 0) return;
+  if (axes.empty()) return gemm<T>(A, B, C, T(0));
+
+  // Do the strides continue a matrix's rows across the batch axes (batch i starts where i-1 ended)?
+  auto continues = [&](const Shape& st, int64_t inner) {
+    for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
+      if (st[*it] != inner) return false;
+      inner *= batch[*it];
+    }
+    return true;
+  };
+  auto broadcast = [&](const Shape& st) {
+    return std::all_of(axes.begin(), axes.end(), [&](size_t d) { return st[d] == 0; });
+  };
+  // One big gemm beats many small ones. (B, T, C) @ (C, D): the batches are more rows of A and C.
+  if (broadcast(B.bstrides) && !A.trans && continues(A.bstrides, m * A.ld) && continues(C.bstrides, m * C.ld))
+    return gemm<T>(false, B.trans, nb * m, n, k, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, T(0), C.ptr<T>(), C.ld);
+  // Its weight gradient, sum_i A[i]^T G[i]: the batches are more of the summed (k) axis.
+  if (broadcast(C.bstrides) && A.trans && !B.trans && continues(A.bstrides, k * A.ld) &&
+      continues(B.bstrides, k * B.ld))
+    return gemm<T>(true, false, m, n, nb * k, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, T(0), C.ptr<T>(), C.ld);
+
+  const T* pa = A.ptr<T>();
+  const T* pb = B.ptr<T>();
+  T* pc = C.ptr<T>();
+  std::vector<int64_t> idx(batch.size(), 0);
+  int64_t oa = 0, ob = 0, oc = 0;
+  for (int64_t it = 0; it < nb; ++it) {
+    // C's matrix is visited first when every index along C's broadcast axes is 0.
+    const bool first = std::all_of(axes.begin(), axes.end(), [&](size_t d) { return C.bstrides[d] != 0 || idx[d] == 0; });
+    gemm<T>(A.trans, B.trans, m, n, k, pa + oa, A.ld, pb + ob, B.ld, first ? T(0) : T(1), pc + oc, C.ld);
+    for (size_t j = axes.size(); j-- > 0;) {
+      const size_t d = axes[j];
+      if (++idx[d] < batch[d]) {
+        oa += A.bstrides[d];
+        ob += B.bstrides[d];
+        oc += C.bstrides[d];
+        break;
+      }
+      idx[d] = 0;
+      oa -= A.bstrides[d] * (batch[d] - 1);
+      ob -= B.bstrides[d] * (batch[d] - 1);
+      oc -= C.bstrides[d] * (batch[d] - 1);
+    }
+  }
+}
+
+// The broadcast of a's and b's batch axes (all but the last two).
+Shape batch_shape(const Tensor& a, const Tensor& b) {
+  const size_t na = a.shape().size() - 2, nb = b.shape().size() - 2, n = std::max(na, nb);
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - na ? 1 : a.shape()[i - (n - na)];
+    const int64_t db = i < n - nb ? 1 : b.shape()[i - (n - nb)];
+    HEED_CHECK(da == db || da == 1 || db == 1, "matmul: batch dims of ", to_string(a.shape()), " @ ",
+               to_string(b.shape()), " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// matmul
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  HEED_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: both operands need at least 2 dims, got ",
+             to_string(a.shape()), " @ ", to_string(b.shape()));
+  HEED_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: ", dtype_name(a.dtype()), " ", to_string(a.shape()),
+             " @ ", dtype_name(b.dtype()), " ", to_string(b.shape()));
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  HEED_CHECK(b.size(-2) == k, "matmul: inner dims differ: ", to_string(a.shape()), " @ ", to_string(b.shape()),
+             " (", k, " vs ", b.size(-2), ")");
+  const Shape batch = batch_shape(a, b);
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+
+  Tensor ua, ub;
+  const Mat A = operand(a, batch, ua), B = operand(b, batch, ub);
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() { batched_gemm<T>(batch, A, B, output_mat(out, batch)); });
+
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  // dA = g @ B^T needs only B and dB = A^T @ g only A: keep just what the backward reads.
+  return record("matmul", out, {a, b},
+                [A, B, batch, need_a, need_b, sa = a.shape(), sb = b.shape(), keep_a = need_b ? ua.detach() : Tensor(),
+                 keep_b = need_a ? ub.detach() : Tensor()](const Tensor& g) {
+    Tensor gu;
+    const Mat G = operand(g, batch, gu);
+    // An empty batch makes no products, so a broadcast operand's gradient must start at zero.
+    const bool empty = numel_of(batch) == 0;
+    auto buffer = [&](const Shape& s) { return empty ? Tensor::zeros(s, g.dtype()) : Tensor::empty(s, g.dtype()); };
+    std::vector<Tensor> grads(2);
+    visit_dtype(g.dtype(), [&]<class T>() {
+      if (need_a) {
+        grads[0] = buffer(sa);
+        batched_gemm<T>(batch, G, B.t(), output_mat(grads[0], batch));
+      }
+      if (need_b) {
+        grads[1] = buffer(sb);
+        batched_gemm<T>(batch, A.t(), G, output_mat(grads[1], batch));
+      }
+    });
+    return grads;
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// linear
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const bool has_b = b.defined();
+  HEED_CHECK(x.dim() >= 1 && w.dim() == 2, "linear: x ", to_string(x.shape()), " needs at least 1 dim and w ",
+             to_string(w.shape()), " exactly 2 (out, in)");
+  const int64_t in = x.size(-1), out_f = w.size(0);
+  HEED_CHECK(w.size(1) == in, "linear: inner dims differ: x ", to_string(x.shape()), " and w ", to_string(w.shape()),
+             " (w is (out, in))");
+  HEED_CHECK(x.dtype() == w.dtype() && (!has_b || b.dtype() == x.dtype()), "linear: dtypes differ: x ",
+             dtype_name(x.dtype()), " ", to_string(x.shape()), ", w ", dtype_name(w.dtype()), " ", to_string(w.shape()),
+             has_b ? ", b " : "", has_b ? dtype_name(b.dtype()) : "");
+  HEED_CHECK(!has_b || (b.dim() == 1 && b.size(0) == out_f), "linear: bias ", to_string(has_b ? b.shape() : Shape{}),
+             " does not match w ", to_string(w.shape()), " (expected [", out_f, "])");
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  const int64_t rows = numel_of(out_shape);
+  out_shape.push_back(out_f);
+
+  Tensor ux, uw;
+  const Mat X = folded_operand(x, rows, ux);
+  const Mat W = operand(w, {}, uw);
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  const Mat Y = make_mat(y, {}, rows, out_f, std::pair{false, std::max<int64_t>(out_f, 1)});
+  visit_dtype(x.dtype(), [&]<class T>() {
+    T beta = 0;
+    if (has_b && rows > 0) {  // start every row at b and let gemm add x w^T onto it (beta 1)
+      const T* pb = b.data<T>();
+      const int64_t sb = b.strides()[0];
+      T* py = y.data<T>();
+      for (int64_t j = 0; j < out_f; ++j) py[j] = pb[j * sb];
+      for (int64_t r = 1; r < rows; ++r) std::copy(py, py + out_f, py + r * out_f);
+      beta = 1;
+    }
+    gemm<T>(X, W.t(), Y, beta);
+  });
+
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = has_b && b.requires_grad();
+  return record("linear", y, {x, w, b},
+                [X, W, rows, need_x, need_w, need_b, sx = x.shape(), sw = w.shape(),
+                 keep_x = need_w ? ux.detach() : Tensor(), keep_w = need_x ? uw.detach() : Tensor()](const Tensor& g) {
+    const int64_t out_f = sw[0], in = sw[1];
+    Tensor gu;
+    const Mat G = folded_operand(g, rows, gu);  // g is contiguous: (rows, out) in place
+    std::vector<Tensor> grads(3);
+    visit_dtype(g.dtype(), [&]<class T>() {
+      if (need_x) {  // dx = g @ w
+        grads[0] = Tensor::empty(sx, g.dtype());
+        gemm<T>(G, W, make_mat(grads[0], {}, rows, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0));
+      }
+      if (need_w) {  // dw = g^T @ x, every row at once
+        grads[1] = Tensor::empty(sw, g.dtype());
+        gemm<T>(G.t(), X, make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0));
+      }
+      if (need_b) {  // db = column sums of g, row by row so the inner loop is contiguous
+        grads[2] = Tensor::zeros({out_f}, g.dtype());
+        T* db = grads[2].data<T>();
+        const T* pg = G.ptr<T>();
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* row = pg + r * G.ld;
+          for (int64_t j = 0; j < out_f; ++j) db[j] += row[j];
+        }
+      }
+    });
+    return grads;
+  });
+}
+
+}  // namespace heed
