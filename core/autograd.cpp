@@ -93,18 +93,20 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
   }
 
   // Topological order by iterative DFS (post-order), so deep graphs cannot overflow the stack.
-  std::vector<Node*> order;
+  // `order` owns its Nodes: clearing a Node's inputs below would otherwise free upstream Nodes
+  // that are still waiting their turn.
+  std::vector<std::shared_ptr<Node>> order;
   std::unordered_set<Node*> visited;
-  std::vector<std::pair<Node*, size_t>> stack{{root.grad_fn().get(), 0}};
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{root.grad_fn(), 0}};
   visited.insert(root.grad_fn().get());
   while (!stack.empty()) {
     auto& [node, next] = stack.back();
     if (next < node->inputs_.size()) {
       const Tensor& in = node->inputs_[next++];
-      Node* child = in.defined() ? in.grad_fn().get() : nullptr;
-      if (child && visited.insert(child).second) stack.emplace_back(child, 0);
+      std::shared_ptr<Node> child = in.defined() ? in.grad_fn() : nullptr;
+      if (child && visited.insert(child.get()).second) stack.emplace_back(std::move(child), 0);
     } else {
-      order.push_back(node);
+      order.push_back(std::move(node));
       stack.pop_back();
     }
   }
@@ -112,9 +114,9 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
   std::unordered_map<Node*, Tensor> grads;
   grads[root.grad_fn().get()] = grad_root;
   std::unordered_map<TensorImpl*, Tensor> leaf_grads;
-  std::vector<TensorImpl*> leaf_order;
+  std::vector<std::shared_ptr<TensorImpl>> leaf_order;  // owns the leaves, as `order` owns Nodes
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node* node = *it;
+    Node* node = it->get();
     auto found = grads.find(node);
     if (found == grads.end()) continue;  // no gradient flows into this op
     Tensor g = found->second.contiguous();
@@ -138,7 +140,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
         accumulate(grads[in.grad_fn().get()], gi);
       } else {
         auto [slot, fresh] = leaf_grads.try_emplace(in.impl_ptr().get());
-        if (fresh) leaf_order.push_back(in.impl_ptr().get());
+        if (fresh) leaf_order.push_back(in.impl_ptr());
         accumulate(slot->second, gi);
       }
     }
@@ -150,7 +152,8 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
 
   // Leaves get their gradient once, at the end: an owned contiguous buffer, added to what an
   // earlier backward left there (gradients accumulate until zero_grad).
-  for (TensorImpl* impl : leaf_order) {
+  for (const auto& leaf : leaf_order) {
+    TensorImpl* impl = leaf.get();
     Tensor g = std::move(leaf_grads[impl]);
     if (impl->grad) {
       Tensor old(impl->grad);

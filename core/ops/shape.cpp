@@ -43,6 +43,7 @@ Tensor view(const Tensor& a, Shape shape) {
 }
 
 Tensor reshape(const Tensor& a, Shape shape) {
+  shape = infer_shape(std::move(shape), a.numel(), "reshape", a.shape());  // errors name reshape
   return view(a.contiguous(), std::move(shape));
 }
 

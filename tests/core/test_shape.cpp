@@ -210,10 +210,8 @@ TEST_CASE("shape op errors name the op and the shape", "[shape]") {
   REQUIRE_THROWS_WITH(expand(x, {3, 4}), NAMES("expand", "[2, 3, 4]"));
 }
 
-// Known issue in core/ops/shape.cpp (reported): reshape delegates to view, so its errors say
-// "view: cannot reshape ..." and a reshape user is told about an op they did not call.
-// [!mayfail] keeps the suite green until it is fixed; then this passes and the tag can go.
-TEST_CASE("reshape errors name reshape", "[shape][!mayfail]") {
+// reshape delegates to view; its errors must still name the op the user called.
+TEST_CASE("reshape errors name reshape", "[shape]") {
   Tensor x = Tensor::zeros({2, 3, 4});
   REQUIRE_THROWS_WITH(reshape(x, {5, -1}), Catch::StartsWith("reshape"));
 }
