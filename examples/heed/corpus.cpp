@@ -1,0 +1,128 @@
+#include "corpus.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace heed::cli {
+
+std::u32string decode_utf8(const std::string& s, const std::string& what) {
+  std::u32string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      out.push_back(c);
+      ++i;
+      continue;
+    }
+    int len;
+    char32_t cp, min;
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+    else detail::fail(what, ": invalid UTF-8 at byte offset ", i, " (byte 0x", std::hex, int(c), ")");
+    HEED_CHECK(i + len <= n, what, ": invalid UTF-8 at byte offset ", i, " (truncated sequence at end of input)");
+    for (int k = 1; k < len; ++k) {
+      HEED_CHECK((p[i + k] & 0xC0) == 0x80, what, ": invalid UTF-8 at byte offset ", i,
+                 " (bad continuation byte at offset ", i + k, ")");
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    HEED_CHECK(cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF), what,
+               ": invalid UTF-8 at byte offset ", i, " (overlong, surrogate or out-of-range code point)");
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+std::string encode_utf8(char32_t c) {
+  std::string o;
+  if (c < 0x80) {
+    o += static_cast<char>(c);
+  } else if (c < 0x800) {
+    o += static_cast<char>(0xC0 | (c >> 6));
+    o += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    o += static_cast<char>(0xE0 | (c >> 12));
+    o += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    o += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    o += static_cast<char>(0xF0 | (c >> 18));
+    o += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    o += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    o += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return o;
+}
+
+std::string encode_utf8(const std::u32string& text) {
+  std::string o;
+  for (char32_t c : text) o += encode_utf8(c);
+  return o;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  HEED_CHECK(f.good(), path, ": cannot open (", std::strerror(errno), ")");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  HEED_CHECK(!f.bad(), path, ": read error");
+  return ss.str();
+}
+
+Vocab::Vocab(std::u32string chars) : chars_(std::move(chars)) {
+  HEED_CHECK(std::is_sorted(chars_.begin(), chars_.end()) &&
+                 std::adjacent_find(chars_.begin(), chars_.end()) == chars_.end(),
+             "vocabulary: characters must be sorted and unique");
+  char32_t max = chars_.empty() ? 0 : chars_.back();
+  lookup_.assign(std::min<size_t>(size_t(max) + 1, 0x110000), -1);
+  for (size_t i = 0; i < chars_.size(); ++i) lookup_[chars_[i]] = static_cast<int32_t>(i);
+}
+
+Vocab Vocab::from_text(const std::u32string& text) {
+  std::u32string chars = text;
+  std::sort(chars.begin(), chars.end());
+  chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
+  return Vocab(std::move(chars));
+}
+
+std::vector<int32_t> Vocab::encode(const std::u32string& text, const std::string& what) const {
+  std::vector<int32_t> ids(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char32_t c = text[i];
+    const int32_t id = c < lookup_.size() ? lookup_[c] : -1;
+    if (id < 0) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "U+%04X", unsigned(c));
+      std::string shown;  // appended piecewise: "'" + s + "' " trips GCC 12's false -Wrestrict (PR 105329)
+      if (c >= 0x20 && c != 0x7F) shown.append("'").append(encode_utf8(c)).append("' ");
+      detail::fail(what, ": character ", shown, "(", buf, ") at character position ", i,
+                   " is not in the model's vocabulary");
+    }
+    ids[i] = id;
+  }
+  return ids;
+}
+
+void sample_batch(const std::vector<int32_t>& data, int64_t batch, int64_t block, Generator& gen,
+                  std::vector<int32_t>& x, std::vector<int32_t>& y) {
+  const int64_t n = static_cast<int64_t>(data.size());
+  HEED_CHECK(n > block + 1, "batch: ", n, " tokens are too few for block size ", block);
+  x.resize(batch * block);
+  y.resize(batch * block);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t i = gen.randint(n - block);
+    std::copy_n(data.begin() + i, block, x.begin() + b * block);
+    std::copy_n(data.begin() + i + 1, block, y.begin() + b * block);
+  }
+}
+
+}  // namespace heed::cli

@@ -1,0 +1,28 @@
+// `heed train --profile` / `heed bench --profile`: time per op type, forward and backward
+// separately, plus the optimizer, and the share of all of it spent in matrix products (GEMM).
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace heed::cli {
+
+class Profiler {
+ public:
+  void install();    ///< starts receiving op timings from the autograd engine
+  void uninstall();
+  void begin_forward();  ///< marks the start of a forward pass (the first op's time starts here)
+  void add(const std::string& op, const std::string& phase, double seconds);
+  /// A table sorted by time; `wall` is the measured training time over `iters` iterations.
+  void print(FILE* out, double wall, long long iters) const;
+
+ private:
+  struct Entry {
+    double seconds = 0;
+    long long calls = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Entry> entries_;
+};
+
+}  // namespace heed::cli
