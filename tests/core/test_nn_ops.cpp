@@ -338,7 +338,7 @@ TEST_CASE("dropout with p == 0 is the identity: same tensor, nothing recorded, n
   REQUIRE(gen.state() == before);
 }
 
-TEST_CASE("dropout rejects p outside [0, 1)", "[nn_ops]") {
+TEST_CASE("dropout rejects p < 0 and p >= 1", "[nn_ops]") {
   Tensor x = Tensor::ones({4});
   Generator gen(1);
   for (double p : {-0.1, 1.0, 1.5, std::numeric_limits<double>::quiet_NaN()}) {

@@ -181,7 +181,7 @@ TEST_CASE("Dropout is the identity in eval mode and for p = 0", "[layers]") {
   REQUIRE(d.named_parameters().empty());
 }
 
-TEST_CASE("Dropout rejects p outside [0, 1)", "[layers]") {
+TEST_CASE("Dropout rejects p < 0 and p >= 1", "[layers]") {
   REQUIRE_THROWS_AS(nn::Dropout(1.0), Error);
   REQUIRE_THROWS_AS(nn::Dropout(-0.1), Error);
   REQUIRE_THROWS_AS(nn::Dropout(1.5), Error);
@@ -403,7 +403,7 @@ TEST_CASE("SinusoidalPositionalEncoding follows the paper's formula", "[layers]"
   REQUIRE(odd.table(DType::f64).at({3, 4}) == Approx(std::sin(3.0 / std::pow(10000.0, 0.8))).margin(1e-12));
 }
 
-TEST_CASE("SinusoidalPositionalEncoding adds PE[:T] in x's dtype; errors; gradcheck", "[layers]") {
+TEST_CASE("SinusoidalPositionalEncoding adds the first T rows of PE in x's dtype; errors; gradcheck", "[layers]") {
   nn::SinusoidalPositionalEncoding pe(6, 10);
   Tensor x = wave({2, 3, 6}, 0.6, 1.0);
   Tensor y = pe.forward(x);
