@@ -116,6 +116,15 @@ int main(int argc, char** argv) {
   attn->add_option("--text", attn_text, "input text (GPT: the context; seq2seq: the source)")->required();
   attn->add_option("--out", attn_out, "SVG file to write")->required();
 
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == argv[1];
+    }
+    if (!known) return fail(2, "unknown subcommand '" + std::string(argv[1]) + "' (one of: " + names + ")");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
