@@ -1,6 +1,8 @@
 // Elementwise ops: broadcast arithmetic and the pointwise functions, each forward followed by its
 // backward. Kernels are pointer loops over contiguous rows (the compiler vectorises them at -O3
 // -march=native); broadcasting and strided views go through for_each_row.
+#include <xsimd/xsimd.hpp>
+
 #include <cmath>
 #include <numbers>
 
@@ -78,6 +80,44 @@ static Tensor unary_map(const Tensor& a, F f) {
     const T* px = x.data<T>();
     T* po = out.data<T>();
     for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = f(px[i]);
+  });
+  return out;
+}
+
+// out = f(a) (or f(a, b) for same-shaped a, b) with xsimd batches over contiguous data, for
+// functions the compiler cannot vectorise itself (erf, exp, tanh). `f` must accept both T and
+// xsimd::batch<T>: write its calls unqualified after `using std::erf;` so ADL picks xsimd's.
+template <class F>
+static Tensor simd_unary_map(const Tensor& a, F f) {
+  const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  visit_dtype(x.dtype(), [&]<class T>() {
+    using B = xsimd::batch<T>;
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const int64_t n = x.numel(), W = static_cast<int64_t>(B::size);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) f(B::load_unaligned(px + i)).store_unaligned(po + i);
+    for (; i < n; ++i) po[i] = f(px[i]);
+  });
+  return out;
+}
+
+template <class F>
+static Tensor simd_binary_map(const Tensor& a, const Tensor& b, const char* op, F f) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return binary_map(a, b, op, f);
+  const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
+  const Tensor y = b.is_contiguous() ? b : b.detach().contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  visit_dtype(x.dtype(), [&]<class T>() {
+    using B = xsimd::batch<T>;
+    const T* px = x.data<T>();
+    const T* py = y.data<T>();
+    T* po = out.data<T>();
+    const int64_t n = x.numel(), W = static_cast<int64_t>(B::size);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) f(B::load_unaligned(px + i), B::load_unaligned(py + i)).store_unaligned(po + i);
+    for (; i < n; ++i) po[i] = f(px[i], py[i]);
   });
   return out;
 }
@@ -193,7 +233,10 @@ Tensor pow(const Tensor& a, double p) {
 }
 
 Tensor exp(const Tensor& a) {
-  Tensor out = unary_map(a, [](auto x) { return std::exp(x); });
+  Tensor out = simd_unary_map(a, [](auto x) {
+    using std::exp;
+    return exp(x);
+  });
   return record("exp", out, {a}, [y = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; });
 }
 
@@ -211,7 +254,10 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
-  Tensor out = unary_map(a, [](auto x) { return std::tanh(x); });
+  Tensor out = simd_unary_map(a, [](auto x) {
+    using std::tanh;
+    return tanh(x);
+  });
   // d tanh = 1 - tanh^2
   return record("tanh", out, {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{binary_map(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
@@ -227,16 +273,19 @@ Tensor relu(const Tensor& a) {
 
 Tensor gelu(const Tensor& a) {
   // gelu(x) = x Phi(x), Phi the standard normal CDF = 0.5 (1 + erf(x / sqrt 2)).
-  Tensor out = unary_map(a, [](auto x) {
+  Tensor out = simd_unary_map(a, [](auto x) {
+    using std::erf;
     using T = decltype(x);
-    return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+    return T(0.5) * x * (T(1) + erf(x * T(std::numbers::sqrt2 / 2)));
   });
   // d gelu = Phi(x) + x phi(x), phi the standard normal density.
   return record("gelu", out, {a}, [a = a.detach()](const Tensor& g) {
-    return std::vector<Tensor>{binary_map(g, a, "gelu_backward", [](auto gv, auto x) {
+    return std::vector<Tensor>{simd_binary_map(g, a, "gelu_backward", [](auto gv, auto x) {
+      using std::erf;
+      using std::exp;
       using T = decltype(x);
-      const T cdf = T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
-      const T pdf = std::exp(T(-0.5) * x * x) * T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
+      const T cdf = T(0.5) * (T(1) + erf(x * T(std::numbers::sqrt2 / 2)));
+      const T pdf = exp(T(-0.5) * x * x) * T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
       return gv * (cdf + x * pdf);
     })};
   });
