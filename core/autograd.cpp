@@ -20,8 +20,10 @@ double now_seconds() {
 }
 // With a timer installed, an op's forward time is the time since the previous op recorded:
 // ops run one after another, so this attributes the kernel (and any glue before it) to the op
-// without every op having to time itself.
+// without every op having to time itself. Ops called inside a backward function belong to that
+// backward's time, so they report nothing themselves.
 thread_local double g_last_record = 0.0;
+thread_local bool g_in_backward = false;
 }  // namespace
 
 bool grad_mode_enabled() { return g_grad_mode; }
@@ -60,7 +62,7 @@ Node::~Node() {
 }
 
 Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
-  if (g_op_timer) {
+  if (g_op_timer && !g_in_backward) {
     const double t = now_seconds();
     g_op_timer(name, "forward", t - g_last_record);
     g_last_record = t;
@@ -124,8 +126,19 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     HEED_CHECK(node->backward_, "backward: the graph through '", node->name(),
                "' was already freed by an earlier backward; pass retain_graph = true to the first one");
     const double t0 = g_op_timer ? now_seconds() : 0.0;
-    std::vector<Tensor> in_grads = node->backward_(g);
-    if (g_op_timer) g_op_timer(node->name(), "backward", now_seconds() - t0);
+    g_in_backward = true;
+    std::vector<Tensor> in_grads;
+    try {
+      in_grads = node->backward_(g);
+    } catch (...) {
+      g_in_backward = false;
+      throw;
+    }
+    g_in_backward = false;
+    if (g_op_timer) {
+      g_last_record = now_seconds();
+      g_op_timer(node->name(), "backward", g_last_record - t0);
+    }
     HEED_CHECK(in_grads.size() == node->inputs_.size(), "backward of '", node->name(), "' returned ",
                in_grads.size(), " gradients for ", node->inputs_.size(), " inputs");
     for (size_t i = 0; i < in_grads.size(); ++i) {

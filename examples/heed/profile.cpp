@@ -14,18 +14,14 @@ static void on_op(const char* op, const char* phase, double seconds) {
   if (g_active) g_active->add(op, phase, seconds);
 }
 
-void Profiler::install() {
+void Profiler::begin_step() {
   g_active = this;
-  set_op_timer(on_op);
+  set_op_timer(on_op);  // also restarts the clock the first op is measured from
 }
 
-void Profiler::uninstall() {
+void Profiler::end_step() {
   set_op_timer(nullptr);
   g_active = nullptr;
-}
-
-void Profiler::begin_forward() {
-  if (g_active == this) set_op_timer(on_op);  // restarts the clock the next op is measured from
 }
 
 void Profiler::add(const std::string& op, const std::string& phase, double seconds) {

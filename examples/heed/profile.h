@@ -10,9 +10,8 @@ namespace heed::cli {
 
 class Profiler {
  public:
-  void install();    ///< starts receiving op timings from the autograd engine
-  void uninstall();
-  void begin_forward();  ///< marks the start of a forward pass (the first op's time starts here)
+  void begin_step();  ///< starts timing a training step (the first op's time starts here)
+  void end_step();    ///< stops timing until the next begin_step (evaluations are not profiled)
   void add(const std::string& op, const std::string& phase, double seconds);
   /// A table sorted by time; `wall` is the measured training time over `iters` iterations.
   void print(FILE* out, double wall, long long iters) const;

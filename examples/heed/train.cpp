@@ -167,7 +167,7 @@ class Trainer {
     const double lr = lr_at(iter_);
     opt_->set_lr(lr);
     sample_batch(corpus_.train, o_.batch_size, o_.block_size, data_gen_, x_, y_);
-    if (profiler_) profiler_->begin_forward();
+    if (profiler_) profiler_->begin_step();
     Tensor loss = model_->loss(x_, y_, o_.batch_size, o_.block_size);
     const double value = loss.item();
     if (!std::isfinite(value))
@@ -183,7 +183,10 @@ class Trainer {
     t0 = now_s();
     opt_->step();
     model_->zero_grad();
-    if (profiler_) profiler_->add("adamw", "step", now_s() - t0);
+    if (profiler_) {
+      profiler_->add("adamw", "step", now_s() - t0);
+      profiler_->end_step();
+    }
     ++iter_;
     return value;
   }
@@ -370,10 +373,7 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
   }
 
   Profiler profiler;
-  if (o.profile) {
-    trainer.set_profiler(&profiler);
-    profiler.install();
-  }
+  if (o.profile) trainer.set_profiler(&profiler);
   install_stop_handlers();
   const bool tty = ::isatty(STDOUT_FILENO);
   const int64_t tokens_per_iter = o.batch_size * o.block_size;
@@ -427,7 +427,6 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
     }
   }
   if (o.profile) {
-    profiler.uninstall();
     profiler.print(stdout, train_time, trainer.iter() - first_iter);
   }
   if (exit_code == 0) {
@@ -462,17 +461,13 @@ int run_bench(const TrainOptions& flags) {
   const int warmup = 3;
   std::vector<double> times;
   Profiler profiler;
-  if (o.profile) {
-    trainer.set_profiler(&profiler);
-  }
   for (int64_t i = 0; i < warmup + o.bench_iters; ++i) {
-    if (i == warmup && o.profile) profiler.install();
+    if (i == warmup && o.profile) trainer.set_profiler(&profiler);
     const double t0 = now_s();
     trainer.step();
     if (i >= warmup) times.push_back(now_s() - t0);
   }
   if (o.profile) {
-    profiler.uninstall();
     double total = 0;
     for (double t : times) total += t;
     profiler.print(stderr, total, o.bench_iters);
