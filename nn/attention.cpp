@@ -12,6 +12,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "nn/attention_kernels.h"
+
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -212,23 +214,6 @@ struct HeadRole {
   int64_t off;
 };
 
-// (B, nh, T, hd) view of channels [off, off + nh * hd) of src (B, T, W).
-static Tensor head_view(const Tensor& src, int64_t off, int64_t nh, int64_t hd) {
-  return make_view(src, {src.size(0), nh, src.size(1), hd}, {src.strides()[0], hd, src.strides()[1], 1},
-                   src.offset() + off);
-}
-
-// dst (B, T, W) at channel off <- heads (B, nh, T, hd) contiguous. The merge of attention
-// outputs and the scatter of q/k/v gradients; pointer loops, as copy_ goes element by element.
-template <class T>
-static void heads_to_rows(T* dst, int64_t W, int64_t off, const T* heads, int64_t B, int64_t nh, int64_t Tn,
-                          int64_t hd) {
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < nh; ++h)
-      for (int64_t t = 0; t < Tn; ++t)
-        std::copy_n(heads + ((b * nh + h) * Tn + t) * hd, hd, dst + (b * Tn + t) * W + off + h * hd);
-}
-
 // Inverted dropout of the attention weights, in place: a = a * keep / (1 - p). Only the visible
 // keys of each row draw (the causal upper triangle is zero anyway), two draws per 64 random bits.
 template <class T>
@@ -278,41 +263,50 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
   const std::array<int64_t, 3> offs = {qr.off, kr.off, vr.off};
   const int64_t hd = C / nh, B = data[src[0]].size(0), Tq = data[src[0]].size(1), Tk = data[src[1]].size(1);
   check_mask(mask, B, Tk, "MultiHeadAttention", data[src[1]].shape());
-  const Tensor q = head_view(data[src[0]], qr.off, nh, hd);  // (B, nh, Tq, hd)
-  const Tensor k = head_view(data[src[1]], kr.off, nh, hd);  // (B, nh, Tk, hd)
-  const Tensor v = head_view(data[src[2]], vr.off, nh, hd);  // (B, nh, Tk, hd)
-  Tensor att, dropped, out;
-  {
-    NoGradGuard no_grad;
-    att = matmul(q, transpose(k, -2, -1));  // (B, nh, Tq, Tk) scores, softmaxed in place
-    visit_dtype(att.dtype(), [&]<class T>() {
-      attention_softmax_forward<T>(att.data<T>(), att.data<T>(), mask ? mask->pad.data() : nullptr,
-                                   static_cast<T>(scale), B, nh, Tq, Tk, causal);
-    });
-    if (keep_weights) *keep_weights = att;
-    dropped = att;
-    if (p > 0.0) {
-      dropped = att.clone();
-      visit_dtype(att.dtype(), [&]<class T>() { dropout_weights<T>(dropped.data<T>(), p, *gen, B * nh * Tq, Tq, Tk, causal); });
-    }
-    const Tensor y = matmul(dropped, v);  // (B, nh, Tq, hd)
-    out = Tensor::empty({B, Tq, C}, y.dtype());
-    visit_dtype(y.dtype(), [&]<class T>() { heads_to_rows<T>(out.data<T>(), C, 0, y.data<T>(), B, nh, Tq, hd); });
+  const Tensor& qd = data[src[0]];
+  const Tensor& kd = data[src[1]];
+  const Tensor& vd = data[src[2]];
+  auto visible = [Tq, Tk, causal](int64_t i) { return visible_keys(i, Tq, Tk, causal); };
+  Tensor att = Tensor::empty({B, nh, Tq, Tk}, qd.dtype());  // scores, softmaxed in place
+  Tensor dropped = att;
+  Tensor out = Tensor::empty({B, Tq, C}, qd.dtype());
+  visit_dtype(att.dtype(), [&]<class T>() {
+    constexpr int64_t W = kernels::Batch<T>::size;
+    const int64_t Tkp = (Tk + W - 1) / W * W;
+    std::vector<T> kt(static_cast<size_t>(hd * Tkp));
+    T* A = att.data<T>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < nh; ++h) {
+        const T* kh = kd.data<T>() + b * kd.strides()[0] + kr.off + h * hd;
+        const T* qh = qd.data<T>() + b * qd.strides()[0] + qr.off + h * hd;
+        kernels::transpose(kt.data(), Tkp, kh, kd.strides()[1], Tk, hd);
+        kernels::a_bt(A + (b * nh + h) * Tq * Tk, Tk, qh, qd.strides()[1], kt.data(), Tkp, Tq, hd, visible);
+      }
+    attention_softmax_forward<T>(A, A, mask ? mask->pad.data() : nullptr, static_cast<T>(scale), B, nh, Tq, Tk, causal);
+  });
+  if (keep_weights) *keep_weights = att;
+  if (p > 0.0) {
+    dropped = att.clone();
+    visit_dtype(att.dtype(), [&]<class T>() { dropout_weights<T>(dropped.data<T>(), p, *gen, B * nh * Tq, Tq, Tk, causal); });
   }
-  return record("attention_heads", out, inputs, [data, src, offs, q, k, v, att, dropped, C, nh, hd, B, Tq, Tk, scale,
-                                                 causal, p](const Tensor& g) {
-    const Tensor gy = make_view(g, {B, nh, Tq, hd}, {Tq * C, hd, C, 1}, g.offset());  // g as heads, in place
-    Tensor gatt = matmul(gy, transpose(v, -2, -1));            // (B, nh, Tq, Tk)
-    const Tensor gv = matmul(transpose(dropped, -2, -1), gy);  // (B, nh, Tk, hd)
-    visit_dtype(g.dtype(), [&]<class T>() {
-      T* ga = gatt.data<T>();
-      if (p > 0.0) dropout_weights_backward<T>(ga, dropped.data<T>(), p, gatt.numel());
-      attention_softmax_backward<T>(ga, ga, att.data<T>(), static_cast<T>(scale), B * nh * Tq, Tq, Tk, causal);
-    });
-    // gatt now holds d(scores) with the scale folded in.
-    const Tensor gq = matmul(gatt, k);                       // (B, nh, Tq, hd)
-    const Tensor gk = matmul(transpose(gatt, -2, -1), q);    // (B, nh, Tk, hd)
-    const Tensor* parts[3] = {&gq, &gk, &gv};
+  visit_dtype(att.dtype(), [&]<class T>() {
+    const T* P = dropped.data<T>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < nh; ++h) {
+        const T* vh = vd.data<T>() + b * vd.strides()[0] + vr.off + h * hd;
+        kernels::p_v(out.data<T>() + b * Tq * C + h * hd, C, P + (b * nh + h) * Tq * Tk, Tk, vh, vd.strides()[1], Tq, hd,
+                     [&](int64_t i) { return std::pair<int64_t, int64_t>{0, visible(i)}; });
+      }
+  });
+  return record("attention_heads", out, inputs, [data, src, offs, att, dropped, C, nh, hd, B, Tq, Tk, scale, causal,
+                                                 p](const Tensor& g) {
+    // g is (B, Tq, C) contiguous: head h of row (b, t) at b Tq C + t C + h hd.
+    const Tensor& qd = data[src[0]];
+    const Tensor& kd = data[src[1]];
+    const Tensor& vd = data[src[2]];
+    auto visible = [Tq, Tk, causal](int64_t i) { return visible_keys(i, Tq, Tk, causal); };
+    // Key j is seen by the queries i >= first_query(j) (all of them without a causal mask).
+    auto first_query = [Tq, Tk, causal](int64_t j) { return causal ? std::max<int64_t>(0, j - (Tk - Tq)) : 0; };
     std::vector<Tensor> grads(data.size());
     for (size_t i = 0; i < data.size(); ++i) {
       int64_t covered = 0;
@@ -321,11 +315,46 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
       // Fully covered (fused qkv, or a plain projection): every element is written below.
       grads[i] = covered == shape[2] ? Tensor::empty(shape, g.dtype()) : Tensor::zeros(shape, g.dtype());
     }
+    Tensor gatt = Tensor::empty({B, nh, Tq, Tk}, g.dtype());
     visit_dtype(g.dtype(), [&]<class T>() {
-      for (size_t r = 0; r < 3; ++r) {
-        Tensor& d = grads[src[r]];
-        heads_to_rows<T>(d.data<T>(), d.size(2), offs[r], parts[r]->data<T>(), B, nh, d.size(1), hd);
-      }
+      constexpr int64_t W = kernels::Batch<T>::size;
+      const int64_t Tkp = (Tk + W - 1) / W * W, Tqp = (Tq + W - 1) / W * W;
+      const T* G = g.data<T>();
+      T* GA = gatt.data<T>();
+      std::vector<T> vt(static_cast<size_t>(hd * Tkp));
+      // d(weights) = gy v^T, then through dropout and the softmax: d(scores), the scale folded in.
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < nh; ++h) {
+          const T* vh = vd.data<T>() + b * vd.strides()[0] + offs[2] + h * hd;
+          kernels::transpose(vt.data(), Tkp, vh, vd.strides()[1], Tk, hd);
+          kernels::a_bt(GA + (b * nh + h) * Tq * Tk, Tk, G + b * Tq * C + h * hd, C, vt.data(), Tkp, Tq, hd, visible);
+        }
+      if (p > 0.0) dropout_weights_backward<T>(GA, dropped.data<T>(), p, gatt.numel());
+      attention_softmax_backward<T>(GA, GA, att.data<T>(), static_cast<T>(scale), B * nh * Tq, Tq, Tk, causal);
+
+      T* dq = grads[src[0]].data<T>();
+      T* dk = grads[src[1]].data<T>();
+      T* dv = grads[src[2]].data<T>();
+      const int64_t Wq = qd.size(2), Wk = kd.size(2), Wv = vd.size(2);
+      std::vector<T> pt(static_cast<size_t>(Tk * Tqp));  // a (Tq, Tk) matrix transposed
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < nh; ++h) {
+          const T* ds = GA + (b * nh + h) * Tq * Tk;
+          const T* qh = qd.data<T>() + b * qd.strides()[0] + offs[0] + h * hd;
+          const T* kh = kd.data<T>() + b * kd.strides()[0] + offs[1] + h * hd;
+          const T* gy = G + b * Tq * C + h * hd;
+          // dq = ds k
+          kernels::p_v(dq + b * Tq * Wq + offs[0] + h * hd, Wq, ds, Tk, kh, kd.strides()[1], Tq, hd,
+                       [&](int64_t i) { return std::pair<int64_t, int64_t>{0, visible(i)}; });
+          // dk = ds^T q
+          kernels::transpose(pt.data(), Tqp, ds, Tk, Tq, Tk);
+          kernels::p_v(dk + b * Tk * Wk + offs[1] + h * hd, Wk, pt.data(), Tqp, qh, qd.strides()[1], Tk, hd,
+                       [&](int64_t j) { return std::pair<int64_t, int64_t>{first_query(j), Tq}; });
+          // dv = weights^T gy
+          kernels::transpose(pt.data(), Tqp, dropped.data<T>() + (b * nh + h) * Tq * Tk, Tk, Tq, Tk);
+          kernels::p_v(dv + b * Tk * Wv + offs[2] + h * hd, Wv, pt.data(), Tqp, gy, C, Tk, hd,
+                       [&](int64_t j) { return std::pair<int64_t, int64_t>{first_query(j), Tq}; });
+        }
     });
     return grads;
   });

@@ -1,0 +1,119 @@
+// Internal to nn/attention.cpp: the per-head products of attention, written for the small
+// matrices attention has (T up to a few hundred, head_dim 16-128), where a BLAS call per head
+// costs more in overhead than in arithmetic. Rows are vectorised with xsimd; causal rows stop at
+// their last visible key, so the masked half is never computed.
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace heed::nn::kernels {
+
+template <class T>
+using Batch = xsimd::batch<T>;
+
+/// dst (cols x ld_dst, only the first rows columns written) = src^T, src (rows x cols) with row
+/// stride ld_src. Entries of dst past `rows` in each row, up to ld_dst, are set to zero.
+template <class T>
+void transpose(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t rows, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) {
+    T* d = dst + c * ld_dst;
+    for (int64_t r = 0; r < rows; ++r) d[r] = src[r * ld_src + c];
+    std::fill(d + rows, d + ld_dst, T(0));
+  }
+}
+
+namespace detail {
+
+// NB batches of one output row: c = sum_k x[k] * y[k * ldy .. + NB W], with two accumulator
+// sets (even and odd k) so consecutive FMAs do not wait on each other.
+template <int NB, class T>
+inline void row_block(T* out, int64_t valid, const T* x, const T* y, int64_t ldy, int64_t lo, int64_t hi) {
+  constexpr int64_t W = Batch<T>::size;
+  Batch<T> c0[NB], c1[NB];
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) c0[b] = c1[b] = Batch<T>(T(0));
+  int64_t k = lo;
+  for (; k + 2 <= hi; k += 2) {
+    const Batch<T> x0(x[k]), x1(x[k + 1]);
+    const T* y0 = y + k * ldy;
+    const T* y1 = y0 + ldy;
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) {
+      c0[b] = xsimd::fma(x0, Batch<T>::load_unaligned(y0 + b * W), c0[b]);
+      c1[b] = xsimd::fma(x1, Batch<T>::load_unaligned(y1 + b * W), c1[b]);
+    }
+  }
+  if (k < hi) {
+    const Batch<T> x0(x[k]);
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) c0[b] = xsimd::fma(x0, Batch<T>::load_unaligned(y + k * ldy + b * W), c0[b]);
+  }
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) {
+    const Batch<T> c = c0[b] + c1[b];
+    if ((b + 1) * W <= valid) {
+      c.store_unaligned(out + b * W);
+    } else {  // the row ends inside this batch
+      alignas(64) T tail[W];
+      c.store_aligned(tail);
+      std::copy(tail, tail + (valid - b * W), out + b * W);
+    }
+  }
+}
+
+// Columns [j, j + count) of one output row, count <= 4 W (rounded up to whole batches inside
+// the readable range of y; `valid` bounds what is stored).
+template <class T>
+inline void row_blocks(T* out, int64_t valid, const T* x, const T* y, int64_t ldy, int64_t lo, int64_t hi,
+                       int64_t batches) {
+  switch (batches) {
+    case 1: row_block<1>(out, valid, x, y, ldy, lo, hi); break;
+    case 2: row_block<2>(out, valid, x, y, ldy, lo, hi); break;
+    case 3: row_block<3>(out, valid, x, y, ldy, lo, hi); break;
+    default: row_block<4>(out, valid, x, y, ldy, lo, hi); break;
+  }
+}
+
+}  // namespace detail
+
+/// out[i, j] = sum_d a[i, d] * bt[d, j] for i < R and j < n(i) rounded up to the batch width
+/// (never past ld_out); bt (K x ldb) is b transposed, zero-padded to ldb, a multiple of the width.
+/// The a rows have stride lda; out rows stride ld_out. n(i) comes from `visible`.
+template <class T, class Visible>
+void a_bt(T* out, int64_t ld_out, const T* a, int64_t lda, const T* bt, int64_t ldb, int64_t R, int64_t K,
+          Visible visible) {
+  constexpr int64_t W = Batch<T>::size;
+  for (int64_t i = 0; i < R; ++i) {
+    const int64_t n = visible(i);
+    for (int64_t j = 0; j < n; j += 4 * W) {
+      const int64_t batches = std::min<int64_t>(4, (n - j + W - 1) / W);
+      detail::row_blocks(out + i * ld_out + j, ld_out - j, a + i * lda, bt + j, ldb, 0, K, batches);
+    }
+  }
+}
+
+/// out[i, :D] = sum over j in [lo(i), hi(i)) of p[i, j] * v[j, :D], for i < R. p rows stride ldp,
+/// v rows stride ldv, out rows stride ld_out. Overwrites out (zero when the range is empty).
+template <class T, class Range>
+void p_v(T* out, int64_t ld_out, const T* p, int64_t ldp, const T* v, int64_t ldv, int64_t R, int64_t D,
+         Range range) {
+  constexpr int64_t W = Batch<T>::size;
+  const int64_t full = D / W * W;  // whole batches; the rest of each row is scalar
+  for (int64_t i = 0; i < R; ++i) {
+    const auto [lo, hi] = range(i);
+    const T* pr = p + i * ldp;
+    T* o = out + i * ld_out;
+    for (int64_t d = 0; d < full; d += 4 * W)
+      detail::row_blocks(o + d, full - d, pr, v + d, ldv, lo, hi, std::min<int64_t>(4, (full - d) / W));
+    for (int64_t d = full; d < D; ++d) {
+      T c = 0;
+      for (int64_t j = lo; j < hi; ++j) c += pr[j] * v[j * ldv + d];
+      o[d] = c;
+    }
+  }
+}
+
+}  // namespace heed::nn::kernels
