@@ -5,5 +5,6 @@
 #include "core/autograd.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 #include "core/random.h"
 #include "core/tensor.h"

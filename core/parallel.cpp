@@ -1,11 +1,16 @@
-// Thread count: forwarded to OpenBLAS and remembered for heed's own kernels. Like matmul.cpp,
-// this file includes <cblas.h>, which must stay out of every other translation unit (it clashes
-// with xtensor-blas; see docs on dependencies).
+// Thread count and the worker pool. Like matmul.cpp, this file includes <cblas.h>, which must stay
+// out of every other translation unit (it clashes with xtensor-blas; see docs on dependencies).
 #include "core/parallel.h"
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "core/check.h"
 
@@ -23,6 +28,118 @@ void set_num_threads(int n) {
 int num_threads() {
   const int n = g_num_threads.load(std::memory_order_relaxed);
   return n > 0 ? n : openblas_get_num_threads();
+}
+
+namespace {
+
+thread_local bool t_inside_chunk = false;
+
+// Workers wait on a condition variable for a new generation of work; each takes chunk
+// (its index + 1) of the current job. Started on first use, joined at exit.
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool pool;
+    return pool;
+  }
+
+  void run(int chunks, const std::function<void(int)>& chunk) {
+    std::lock_guard<std::mutex> serial(run_mutex_);  // one job at a time
+    ensure_workers(chunks - 1);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &chunk;
+      job_chunks_ = chunks;
+      pending_ = chunks - 1;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    std::exception_ptr mine;
+    try {
+      t_inside_chunk = true;
+      chunk(0);
+    } catch (...) {
+      mine = std::current_exception();
+    }
+    t_inside_chunk = false;
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+    if (mine) std::rethrow_exception(mine);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+ private:
+  void ensure_workers(int n) {
+    while (static_cast<int>(workers_.size()) < n) {
+      const int index = static_cast<int>(workers_.size());
+      workers_.emplace_back([this, index] { work(index); });
+    }
+  }
+
+  void work(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (index + 1 >= job_chunks_) continue;  // this job needs fewer workers
+        job = job_;
+      }
+      std::exception_ptr err;
+      try {
+        t_inside_chunk = true;
+        (*job)(index + 1);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      t_inside_chunk = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (err && !error_) error_ = err;
+        if (--pending_ == 0) done_.notify_one();
+      }
+    }
+  }
+
+  std::mutex run_mutex_, mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* job_ = nullptr;
+  int job_chunks_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  const int64_t by_grain = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
+  const int chunks = static_cast<int>(std::min<int64_t>({num_threads(), by_grain, n}));
+  if (chunks <= 1 || t_inside_chunk) {
+    fn(0, n);
+    return;
+  }
+  const std::function<void(int)> chunk = [&](int c) {
+    const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    if (begin < end) fn(begin, end);
+  };
+  Pool::instance().run(chunks, chunk);
 }
 
 }  // namespace heed

@@ -1,6 +1,11 @@
-// heed: thread count. One setting drives OpenBLAS (every matmul and linear) and heed's own
-// kernels, so a run can be pinned to a core budget in one place.
+// heed: threads. One setting drives OpenBLAS (every matmul and linear) and heed's own kernels,
+// so a run can be pinned to a core budget in one place. heed's kernels share one small pool of
+// worker threads that sleep (no spinning) while OpenBLAS's threads work, so the two never fight
+// over the cores.
 #pragma once
+
+#include <cstdint>
+#include <functional>
 
 namespace heed {
 
@@ -8,5 +13,11 @@ namespace heed {
 void set_num_threads(int n);
 /// The thread count last set, or OpenBLAS's own count (OPENBLAS_NUM_THREADS or the cores) if never set.
 int num_threads();
+
+/// Runs fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks, the
+/// first on the calling thread, and returns when all are done. Work smaller than `grain` items
+/// per chunk, or a call from inside a chunk, runs inline on the caller. An exception thrown by a
+/// chunk is rethrown here (the first one, after every chunk has finished).
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
 
 }  // namespace heed

@@ -16,6 +16,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 #include "core/random.h"
 
 namespace heed::nn {
@@ -244,6 +245,12 @@ static void dropout_weights_backward(T* g, const T* dropped, double p, int64_t n
 
 // q, k, v (their sources may be one tensor) -> (B, Tq, C). Roles on one source must use disjoint
 // channel ranges. With p > 0 the weights are dropped out (after keep_weights is taken).
+// Heads per parallel chunk: enough that a chunk's work (about Tq Tk hd multiply-adds) is worth a
+// thread wake-up (some tens of microseconds).
+static int64_t head_grain(int64_t Tq, int64_t Tk, int64_t hd) {
+  return std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, Tq * Tk * hd));
+}
+
 static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const HeadRole& vr, int64_t C, int64_t nh,
                               double scale, bool causal, const KeyPaddingMask* mask, double p, Generator* gen,
                               Tensor* keep_weights) {
@@ -273,16 +280,19 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
   visit_dtype(att.dtype(), [&]<class T>() {
     constexpr int64_t W = kernels::Batch<T>::size;
     const int64_t Tkp = (Tk + W - 1) / W * W;
-    std::vector<T> kt(static_cast<size_t>(hd * Tkp));
     T* A = att.data<T>();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < nh; ++h) {
+    parallel_for(B * nh, head_grain(Tq, Tk, hd), [&](int64_t begin, int64_t end) {
+      std::vector<T> kt(static_cast<size_t>(hd * Tkp));
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / nh, h = bh % nh;
         const T* kh = kd.data<T>() + b * kd.strides()[0] + kr.off + h * hd;
         const T* qh = qd.data<T>() + b * qd.strides()[0] + qr.off + h * hd;
         kernels::transpose(kt.data(), Tkp, kh, kd.strides()[1], Tk, hd);
-        kernels::a_bt(A + (b * nh + h) * Tq * Tk, Tk, qh, qd.strides()[1], kt.data(), Tkp, Tq, hd, visible);
+        kernels::a_bt(A + bh * Tq * Tk, Tk, qh, qd.strides()[1], kt.data(), Tkp, Tq, hd, visible);
+        attention_softmax_forward<T>(A + bh * Tq * Tk, A + bh * Tq * Tk, mask ? mask->pad.data() + b * Tk : nullptr,
+                                     static_cast<T>(scale), 1, 1, Tq, Tk, causal);
       }
-    attention_softmax_forward<T>(A, A, mask ? mask->pad.data() : nullptr, static_cast<T>(scale), B, nh, Tq, Tk, causal);
+    });
   });
   if (keep_weights) *keep_weights = att;
   if (p > 0.0) {
@@ -291,12 +301,14 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
   }
   visit_dtype(att.dtype(), [&]<class T>() {
     const T* P = dropped.data<T>();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < nh; ++h) {
+    parallel_for(B * nh, head_grain(Tq, Tk, hd), [&](int64_t begin, int64_t end) {
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / nh, h = bh % nh;
         const T* vh = vd.data<T>() + b * vd.strides()[0] + vr.off + h * hd;
-        kernels::p_v(out.data<T>() + b * Tq * C + h * hd, C, P + (b * nh + h) * Tq * Tk, Tk, vh, vd.strides()[1], Tq, hd,
+        kernels::p_v(out.data<T>() + b * Tq * C + h * hd, C, P + bh * Tq * Tk, Tk, vh, vd.strides()[1], Tq, hd,
                      [&](int64_t i) { return std::pair<int64_t, int64_t>{0, visible(i)}; });
       }
+    });
   });
   return record("attention_heads", out, inputs, [data, src, offs, att, dropped, C, nh, hd, B, Tq, Tk, scale, causal,
                                                  p](const Tensor& g) {
@@ -321,28 +333,26 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
       const int64_t Tkp = (Tk + W - 1) / W * W, Tqp = (Tq + W - 1) / W * W;
       const T* G = g.data<T>();
       T* GA = gatt.data<T>();
-      std::vector<T> vt(static_cast<size_t>(hd * Tkp));
-      // d(weights) = gy v^T, then through dropout and the softmax: d(scores), the scale folded in.
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < nh; ++h) {
-          const T* vh = vd.data<T>() + b * vd.strides()[0] + offs[2] + h * hd;
-          kernels::transpose(vt.data(), Tkp, vh, vd.strides()[1], Tk, hd);
-          kernels::a_bt(GA + (b * nh + h) * Tq * Tk, Tk, G + b * Tq * C + h * hd, C, vt.data(), Tkp, Tq, hd, visible);
-        }
-      if (p > 0.0) dropout_weights_backward<T>(GA, dropped.data<T>(), p, gatt.numel());
-      attention_softmax_backward<T>(GA, GA, att.data<T>(), static_cast<T>(scale), B * nh * Tq, Tq, Tk, causal);
-
       T* dq = grads[src[0]].data<T>();
       T* dk = grads[src[1]].data<T>();
       T* dv = grads[src[2]].data<T>();
       const int64_t Wq = qd.size(2), Wk = kd.size(2), Wv = vd.size(2);
-      std::vector<T> pt(static_cast<size_t>(Tk * Tqp));  // a (Tq, Tk) matrix transposed
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < nh; ++h) {
-          const T* ds = GA + (b * nh + h) * Tq * Tk;
+      // Heads are independent, and each writes its own channels of dq, dk, dv: split them.
+      parallel_for(B * nh, head_grain(Tq, Tk, hd), [&](int64_t begin, int64_t end) {
+        std::vector<T> vt(static_cast<size_t>(hd * Tkp));
+        std::vector<T> pt(static_cast<size_t>(Tk * Tqp));  // a (Tq, Tk) matrix transposed
+        for (int64_t bh = begin; bh < end; ++bh) {
+          const int64_t b = bh / nh, h = bh % nh;
+          T* ds = GA + bh * Tq * Tk;
           const T* qh = qd.data<T>() + b * qd.strides()[0] + offs[0] + h * hd;
           const T* kh = kd.data<T>() + b * kd.strides()[0] + offs[1] + h * hd;
+          const T* vh = vd.data<T>() + b * vd.strides()[0] + offs[2] + h * hd;
           const T* gy = G + b * Tq * C + h * hd;
+          // d(weights) = gy v^T, then through dropout and the softmax: d(scores), the scale folded in.
+          kernels::transpose(vt.data(), Tkp, vh, vd.strides()[1], Tk, hd);
+          kernels::a_bt(ds, Tk, gy, C, vt.data(), Tkp, Tq, hd, visible);
+          if (p > 0.0) dropout_weights_backward<T>(ds, dropped.data<T>() + bh * Tq * Tk, p, Tq * Tk);
+          attention_softmax_backward<T>(ds, ds, att.data<T>() + bh * Tq * Tk, static_cast<T>(scale), Tq, Tq, Tk, causal);
           // dq = ds k
           kernels::p_v(dq + b * Tq * Wq + offs[0] + h * hd, Wq, ds, Tk, kh, kd.strides()[1], Tq, hd,
                        [&](int64_t i) { return std::pair<int64_t, int64_t>{0, visible(i)}; });
@@ -351,10 +361,11 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
           kernels::p_v(dk + b * Tk * Wk + offs[1] + h * hd, Wk, pt.data(), Tqp, qh, qd.strides()[1], Tk, hd,
                        [&](int64_t j) { return std::pair<int64_t, int64_t>{first_query(j), Tq}; });
           // dv = weights^T gy
-          kernels::transpose(pt.data(), Tqp, dropped.data<T>() + (b * nh + h) * Tq * Tk, Tk, Tq, Tk);
+          kernels::transpose(pt.data(), Tqp, dropped.data<T>() + bh * Tq * Tk, Tk, Tq, Tk);
           kernels::p_v(dv + b * Tk * Wv + offs[2] + h * hd, Wv, pt.data(), Tqp, gy, C, Tk, hd,
                        [&](int64_t j) { return std::pair<int64_t, int64_t>{first_query(j), Tq}; });
         }
+      });
     });
     return grads;
   });

@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 #include "core/ops/strided.h"
 
 namespace heed {
@@ -87,6 +88,10 @@ static Tensor unary_map(const Tensor& a, F f) {
 // out = f(a) (or f(a, b) for same-shaped a, b) with xsimd batches over contiguous data, for
 // functions the compiler cannot vectorise itself (erf, exp, tanh). `f` must accept both T and
 // xsimd::batch<T>: write its calls unqualified after `using std::erf;` so ADL picks xsimd's.
+// Elements per parallel chunk of the simd maps: erf and exp cost ~1 ns each, so a chunk of this
+// size outweighs a thread wake-up many times over.
+constexpr int64_t kSimdGrain = 32768;
+
 template <class F>
 static Tensor simd_unary_map(const Tensor& a, F f) {
   const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
@@ -95,10 +100,13 @@ static Tensor simd_unary_map(const Tensor& a, F f) {
     using B = xsimd::batch<T>;
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    const int64_t n = x.numel(), W = static_cast<int64_t>(B::size);
-    int64_t i = 0;
-    for (; i + W <= n; i += W) f(B::load_unaligned(px + i)).store_unaligned(po + i);
-    for (; i < n; ++i) po[i] = f(px[i]);
+    const int64_t W = static_cast<int64_t>(B::size);
+    parallel_for(x.numel() / W + 1, kSimdGrain / W, [&](int64_t begin, int64_t end) {
+      const int64_t e = std::min(end * W, x.numel());
+      int64_t i = begin * W;
+      for (; i + W <= e; i += W) f(B::load_unaligned(px + i)).store_unaligned(po + i);
+      for (; i < e; ++i) po[i] = f(px[i]);
+    });
   });
   return out;
 }
@@ -114,10 +122,13 @@ static Tensor simd_binary_map(const Tensor& a, const Tensor& b, const char* op, 
     const T* px = x.data<T>();
     const T* py = y.data<T>();
     T* po = out.data<T>();
-    const int64_t n = x.numel(), W = static_cast<int64_t>(B::size);
-    int64_t i = 0;
-    for (; i + W <= n; i += W) f(B::load_unaligned(px + i), B::load_unaligned(py + i)).store_unaligned(po + i);
-    for (; i < n; ++i) po[i] = f(px[i], py[i]);
+    const int64_t W = static_cast<int64_t>(B::size);
+    parallel_for(x.numel() / W + 1, kSimdGrain / W, [&](int64_t begin, int64_t end) {
+      const int64_t e = std::min(end * W, x.numel());
+      int64_t i = begin * W;
+      for (; i + W <= e; i += W) f(B::load_unaligned(px + i), B::load_unaligned(py + i)).store_unaligned(po + i);
+      for (; i < e; ++i) po[i] = f(px[i], py[i]);
+    });
   });
   return out;
 }

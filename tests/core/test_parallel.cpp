@@ -1,0 +1,92 @@
+// The worker pool behind heed's own kernels: coverage, nesting, errors, and kernels giving the
+// same bits whatever the thread count.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <vector>
+
+#include "core/heed.h"
+#include "nn/attention.h"
+#include "support/helpers.h"
+
+using namespace heed;
+
+extern "C" void openblas_set_num_threads(int);  // declared here: <cblas.h> clashes with xtensor-blas
+
+namespace {
+// Restores the thread count a test changed.
+struct ThreadsGuard {
+  int saved = num_threads();
+  ~ThreadsGuard() { set_num_threads(saved); }
+};
+}  // namespace
+
+TEST_CASE("parallel_for covers every index exactly once, in contiguous chunks", "[parallel]") {
+  ThreadsGuard guard;
+  for (int threads : {1, 2, 3, 7}) {
+    set_num_threads(threads);
+    for (int64_t n : {0, 1, 5, 1000, 100003}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> chunks{0};
+      parallel_for(n, 1, [&](int64_t b, int64_t e) {
+        REQUIRE(b < e);
+        ++chunks;
+        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+      });
+      for (int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<size_t>(i)] == 1);
+      CHECK(chunks <= threads);
+    }
+  }
+}
+
+TEST_CASE("parallel_for runs small work and nested calls inline", "[parallel]") {
+  ThreadsGuard guard;
+  set_num_threads(4);
+  int calls = 0;  // not atomic: inline means one chunk on this thread
+  parallel_for(100, 1000, [&](int64_t b, int64_t e) { calls += (b == 0 && e == 100); });
+  CHECK(calls == 1);
+  std::atomic<int> inner_chunks{0};
+  parallel_for(4, 1, [&](int64_t, int64_t) {
+    parallel_for(1000, 1, [&](int64_t b, int64_t e) { inner_chunks += (b == 0 && e == 1000); });
+  });
+  CHECK(inner_chunks == 4);
+}
+
+TEST_CASE("parallel_for rethrows a chunk's exception after all chunks finish", "[parallel]") {
+  ThreadsGuard guard;
+  set_num_threads(3);
+  std::atomic<int> finished{0};
+  REQUIRE_THROWS_WITH(parallel_for(3, 1,
+                                   [&](int64_t b, int64_t) {
+                                     if (b > 0) HEED_CHECK(false, "chunk starting at ", b, " failed");
+                                     ++finished;
+                                   }),
+                      Catch::Contains("failed"));
+  CHECK(finished == 1);
+  // The pool still works afterwards.
+  std::atomic<int64_t> sum{0};
+  parallel_for(300, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  CHECK(sum == 299 * 300 / 2);
+}
+
+TEST_CASE("attention and gelu give the same bits on 1 and 3 threads", "[parallel]") {
+  ThreadsGuard guard;
+  auto run = [](int threads) {
+    set_num_threads(threads);
+    openblas_set_num_threads(1);  // only heed's pool varies (some BLAS kernels differ by thread count)
+    nn::MultiHeadAttention attn(nn::MultiHeadAttentionOptions{.d_model = 32, .n_head = 4, .causal = true, .seed = 3});
+    Generator gen(11);
+    Tensor x = Tensor::randn({6, 40, 32}, gen).requires_grad_();
+    Tensor y = gelu(attn.forward(x));
+    sum(mul(y, y)).backward();
+    std::vector<float> out = y.to_vector<float>();
+    std::vector<float> gx = x.grad().to_vector<float>();
+    out.insert(out.end(), gx.begin(), gx.end());
+    return out;
+  };
+  const std::vector<float> one = run(1), three = run(3);
+  REQUIRE(one.size() == three.size());
+  for (size_t i = 0; i < one.size(); ++i) REQUIRE(one[i] == three[i]);
+}
