@@ -16,18 +16,30 @@
 
 namespace heed {
 
-// 0: never set, so defer to OpenBLAS, which read OPENBLAS_NUM_THREADS when it loaded.
+// heed's thread count; 0 until first needed. OpenBLAS itself always runs single-threaded: heed
+// splits products over its own pool (matmul.cpp), so the two never wait on or spin against each
+// other, and a whole GEMM can run on one core beside another.
 static std::atomic<int> g_num_threads{0};
+
+static int initial_threads() {
+  // What OpenBLAS would have used: OPENBLAS_NUM_THREADS (read when it loaded) or every core.
+  static const int n = [] {
+    const int blas = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    return std::max(1, blas);
+  }();
+  return n;
+}
 
 void set_num_threads(int n) {
   HEED_CHECK(n >= 1, "set_num_threads: need at least 1 thread, got ", n);
-  openblas_set_num_threads(n);
+  initial_threads();  // takes OpenBLAS's count (and pins it to 1) before it is overridden
   g_num_threads.store(n, std::memory_order_relaxed);
 }
 
 int num_threads() {
   const int n = g_num_threads.load(std::memory_order_relaxed);
-  return n > 0 ? n : openblas_get_num_threads();
+  return n > 0 ? n : initial_threads();
 }
 
 namespace {

@@ -1,7 +1,6 @@
-// heed: threads. One setting drives OpenBLAS (every matmul and linear) and heed's own kernels,
-// so a run can be pinned to a core budget in one place. heed's kernels share one small pool of
-// worker threads that sleep (no spinning) while OpenBLAS's threads work, so the two never fight
-// over the cores.
+// heed: threads. One setting drives every matrix product and heed's own kernels, so a run can be
+// pinned to a core budget in one place. All of it runs on one small pool of worker threads that
+// sleep (no spinning) between jobs; OpenBLAS is called single-threaded from inside it.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +8,10 @@
 
 namespace heed {
 
-/// Sets the threads used by OpenBLAS and by heed's own kernels (n >= 1); throws heed::Error otherwise.
+/// Sets the threads heed uses for matrix products and its own kernels (n >= 1); throws
+/// heed::Error otherwise. OpenBLAS is kept single-threaded: heed splits products itself.
 void set_num_threads(int n);
-/// The thread count last set, or OpenBLAS's own count (OPENBLAS_NUM_THREADS or the cores) if never set.
+/// The thread count last set, or, if never set, OPENBLAS_NUM_THREADS (or the core count).
 int num_threads();
 
 /// Runs fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks, the

@@ -16,6 +16,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 
 namespace heed {
 namespace {
@@ -139,12 +140,28 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
              "matmul: a ", m, " x ", k, " x ", n, " product (leading dims ", lda, ", ", ldb, ", ", ldc,
              ") exceeds BLAS's 32-bit sizes");
   const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
+  const auto K = static_cast<blasint>(k);
   const auto LDA = static_cast<blasint>(lda), LDB = static_cast<blasint>(ldb), LDC = static_cast<blasint>(ldc);
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, a, LDA, b, LDB, beta, c, LDC);
+  auto call = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    // Rows [m0, m1) of C come from rows of op(A), columns [n0, n1) from columns of op(B).
+    const T* pa = ta ? a + m0 : a + m0 * lda;
+    const T* pb = tb ? b + n0 * ldb : b + n0;
+    T* pc = c + m0 * ldc + n0;
+    const auto M = static_cast<blasint>(m1 - m0), N = static_cast<blasint>(n1 - n0);
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, pa, LDA, pb, LDB, beta, pc, LDC);
+    } else {
+      cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, pa, LDA, pb, LDB, beta, pc, LDC);
+    }
+  };
+  // OpenBLAS runs single-threaded (see core/parallel.cpp); the pool splits the larger of C's two
+  // sides into independent products, each worth a thread wake-up (kGemmGrain multiply-adds).
+  constexpr int64_t kGemmGrain = int64_t(1) << 21;
+  const int64_t per_row = n * k, per_col = m * k;
+  if (m >= n) {
+    parallel_for(m, std::max<int64_t>(1, kGemmGrain / per_row), [&](int64_t r0, int64_t r1) { call(r0, r1, 0, n); });
   } else {
-    cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, a, LDA, b, LDB, beta, c, LDC);
+    parallel_for(n, std::max<int64_t>(1, kGemmGrain / per_col), [&](int64_t c0, int64_t c1) { call(0, m, c0, c1); });
   }
 }
 
@@ -321,13 +338,21 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     const Mat G = folded_operand(g, rows, gu);  // g is contiguous: (rows, out) in place
     std::vector<Tensor> grads(3);
     visit_dtype(g.dtype(), [&]<class T>() {
-      if (need_x) {  // dx = g @ w
-        grads[0] = Tensor::empty(sx, g.dtype());
+      if (need_x) grads[0] = Tensor::empty(sx, g.dtype());
+      if (need_w) grads[1] = Tensor::empty(sw, g.dtype());
+      auto dx = [&] {  // dx = g @ w
         gemm<T>(G, W, make_mat(grads[0], {}, rows, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0));
-      }
-      if (need_w) {  // dw = g^T @ x, every row at once
-        grads[1] = Tensor::empty(sw, g.dtype());
+      };
+      auto dw = [&] {  // dw = g^T @ x, every row at once
         gemm<T>(G.t(), X, make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0));
+      };
+      // On two threads the two products (equal work) run side by side, each whole on one core:
+      // no split, no synchronisation inside either.
+      if (need_x && need_w && num_threads() == 2 && rows * in * out_f >= (int64_t(1) << 20)) {
+        parallel_for(2, 1, [&](int64_t i, int64_t) { i == 0 ? dx() : dw(); });
+      } else {
+        if (need_x) dx();
+        if (need_w) dw();
       }
       if (need_b) {  // db = column sums of g, row by row so the inner loop is contiguous
         grads[2] = Tensor::zeros({out_f}, g.dtype());
