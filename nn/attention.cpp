@@ -10,6 +10,9 @@
 #include <cmath>
 #include <limits>
 
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* read "uninitialized") once
+// xsimd's double exp is inlined here: a false positive, GCC bug 105593 (fixed in GCC 13).
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <xsimd/xsimd.hpp>
 
 #include "nn/attention_kernels.h"
