@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <new>
 #include <string>
 
@@ -18,6 +19,44 @@ static int fail(int code, std::string msg) {
     if (c == '\n' || c == '\r') c = ' ';
   std::fprintf(stderr, "heed: error: %s\n", msg.c_str());
   return code;
+}
+
+// CLI11 2.1 reads a config file only for the main app, not for a subcommand's set_config: apply
+// `train --config FILE` here the way CLI11 applies one to the main app. Each key is the long name of
+// a flag of `cmd` (a `[train]` section is accepted too); flags given on the command line win.
+static void apply_config_file(CLI::App* cmd) {
+  CLI::Option* cfg = cmd->get_config_ptr();
+  if (cfg == nullptr || cfg->empty()) return;
+  const std::string path = cfg->as<std::string>();
+  const auto fmt = cmd->get_config_formatter();
+  for (const CLI::ConfigItem& item : fmt->from_file(path)) {
+    if (item.name == "++" || item.name == "--") continue;  // section markers
+    const bool ours = item.parents.empty() || (item.parents.size() == 1 && item.parents[0] == cmd->get_name());
+    CLI::Option* op = ours ? cmd->get_option_no_throw("--" + item.name) : nullptr;
+    if (op == nullptr || op == cfg)
+      throw UsageError("--config " + path + ": '" + item.fullname() + "' is not a flag of heed " + cmd->get_name());
+    if (!op->empty()) continue;  // given on the command line
+    if (op->get_expected_min() == 0)
+      op->add_result(op->get_flag_value(item.name, fmt->to_flag(item)));
+    else
+      op->add_result(item.inputs);
+    op->run_callback();
+  }
+}
+
+// The path a run's config.toml records for --data: absolute, so the file repeats the run from any
+// directory (and --resume finds the corpus again).
+static void make_data_path_absolute(CLI::App* cmd) {
+  CLI::Option* data = cmd->get_option("--data");
+  if (data->empty()) return;
+  const std::string path = data->as<std::string>();
+  if (path.empty()) return;
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
+  if (ec || abs == path) return;
+  data->clear();
+  data->add_result(abs);
+  data->run_callback();
 }
 
 static void add_model_flags(CLI::App* cmd, TrainOptions& o) {
@@ -127,6 +166,13 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+    if (train->parsed()) {
+      apply_config_file(train);
+      make_data_path_absolute(train);
+      train_opts.max_iters_given = train->count("--max-iters") > 0;
+    }
+  } catch (const UsageError& e) {
+    return fail(2, e.what());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -328,7 +328,7 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
     HEED_CHECK(saved.is_object(), what_state, ": \"options\" is not a JSON object");
     const int64_t max_iters = o.max_iters;
     options_from_json(o, saved, what_state);
-    if (flags.max_iters != TrainOptions{}.max_iters) o.max_iters = max_iters;  // extend or shorten a run
+    if (flags.max_iters_given) o.max_iters = max_iters;  // extend or shorten a run
   }
   if (o.data.empty()) o.data = default_corpus_path();
   validate(o);
