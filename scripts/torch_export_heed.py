@@ -43,7 +43,7 @@ def main():
         state = {k.removeprefix("_orig_mod."): v for k, v in ck["model"].items()}
         model.load_state_dict(state, strict=True)
     elif a.random and a.vocab_from:
-        with open(a.vocab_from, encoding="utf-8") as f:
+        with open(a.vocab_from, encoding="utf-8", newline="") as f:
             chars = "".join(sorted(set(f.read())))
         torch.manual_seed(a.seed)
         model = GPT(Config(len(chars), a.block_size, a.n_layer, a.n_head, a.n_embd, a.bias))

@@ -28,7 +28,7 @@ def main():
     print(f"loaded {a.checkpoint}: {sum(p.numel() for p in model.parameters())} parameters, "
           f"vocab {len(chars)}", file=sys.stderr)
     if a.data:
-        with open(a.data, encoding="utf-8") as f:
+        with open(a.data, encoding="utf-8", newline="") as f:
             loss, tokens = eval_loss(model, chars, f.read())
         print(json.dumps({"loss": loss, "tokens": tokens}))
     if a.tokens > 0:
