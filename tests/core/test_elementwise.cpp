@@ -292,7 +292,7 @@ TEST_CASE("sum_to and expand: values and gradchecks", "[elementwise]") {
                     {randn64({3, 1}, 410), transposed_leaf(411)});
 }
 
-TEST_CASE("broadcast errors name the op and both shapes; dtype mismatches throw", "[elementwise]") {
+TEST_CASE("broadcast errors name the op and both shapes, dtype mismatches throw", "[elementwise]") {
   using Catch::Contains;
   const Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4}), c = Tensor::zeros({3, 2, 2});
   REQUIRE_THROWS_AS(add(a, b), heed::Error);

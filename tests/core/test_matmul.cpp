@@ -234,7 +234,7 @@ TEST_CASE("matmul gradcheck: a tensor used on both sides", "[matmul]") {
   require_values(x.grad(), {2, 2}, {3 + 4, 7 + 4, 3 + 6, 7 + 6}, 1e-12);
 }
 
-TEST_CASE("linear gradcheck: with and without bias; 2-D and 3-D x; views", "[matmul]") {
+TEST_CASE("linear gradcheck: with and without bias, 2-D and 3-D x, views", "[matmul]") {
   auto lin = [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); };
   auto lin_nb = [](const std::vector<Tensor>& in) { return linear(in[0], in[1]); };
   require_gradcheck(lin, {randn64({3, 4}, 1), randn64({5, 4}, 2), randn64({5}, 3)});

@@ -26,7 +26,7 @@ std::vector<double> range(double lo, double hi) {
 // /usr/bin/python3 -c "import torch; x = torch.arange(24.).reshape(2,3,4); ..." with the op named in
 // each comment, printing .shape, .stride(), .storage_offset() and .flatten().tolist().
 
-TEST_CASE("reshape and view: -1 inferred; views of contiguous data; copies otherwise", "[shape]") {
+TEST_CASE("reshape and view: -1 inferred, views of contiguous data, copies otherwise", "[shape]") {
   Tensor flat = Tensor::arange(24, DType::f64);
   Tensor x = reshape(flat, {2, -1, 4});  // x.reshape(2,-1,4): (2,3,4), strides (12,4,1)
   REQUIRE(x.shape() == Shape{2, 3, 4});

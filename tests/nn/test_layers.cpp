@@ -133,7 +133,7 @@ TEST_CASE("Linear gradcheck over input, weight and bias (float64)", "[layers]") 
 
 // ------------------------------------------------------------------------------------ Embedding
 
-TEST_CASE("Embedding gathers rows; names; errors", "[layers]") {
+TEST_CASE("Embedding gathers rows, names, errors", "[layers]") {
   nn::Embedding emb(5, 3);
   REQUIRE(names_of(emb.named_parameters()) == std::vector<std::string>{"weight"});
   emb.weight.copy_(wave({5, 3}, 0.3, 1.0));
@@ -215,7 +215,7 @@ TEST_CASE("Dropout in training keeps about 1-p of the elements, scaled by exactl
   }
 }
 
-TEST_CASE("Dropout masks follow the seed; the gradient uses the same mask", "[layers]") {
+TEST_CASE("Dropout masks follow the seed, the gradient uses the same mask", "[layers]") {
   Tensor x = wave({1000}, 0.4, 0.5, DType::f32, 1.0);
   nn::Dropout a(0.3, 77), b(0.3, 77);
   auto ya = a.forward(x).to_vector<float>();
@@ -301,7 +301,7 @@ TEST_CASE("LayerNorm gradcheck over input, weight and bias (float64)", "[layers]
 
 // ------------------------------------------------------------------------------------ activations
 
-TEST_CASE("GELU and ReLU modules match PyTorch; gradchecks", "[layers]") {
+TEST_CASE("GELU and ReLU modules match PyTorch, gradchecks", "[layers]") {
   Tensor x = wave({8}, 0.05, 3.0, DType::f32, -1.2);
   nn::GELU gelu_m;
   nn::ReLU relu_m;
@@ -403,7 +403,7 @@ TEST_CASE("SinusoidalPositionalEncoding follows the paper's formula", "[layers]"
   REQUIRE(odd.table(DType::f64).at({3, 4}) == Approx(std::sin(3.0 / std::pow(10000.0, 0.8))).margin(1e-12));
 }
 
-TEST_CASE("SinusoidalPositionalEncoding adds the first T rows of PE in x's dtype; errors; gradcheck", "[layers]") {
+TEST_CASE("SinusoidalPositionalEncoding adds the first T rows of PE in x's dtype, errors, gradcheck", "[layers]") {
   nn::SinusoidalPositionalEncoding pe(6, 10);
   Tensor x = wave({2, 3, 6}, 0.6, 1.0);
   Tensor y = pe.forward(x);
@@ -423,7 +423,7 @@ TEST_CASE("SinusoidalPositionalEncoding adds the first T rows of PE in x's dtype
   require_gradcheck([&](const std::vector<Tensor>& in) { return pe.forward(in[0]); }, {x64});
 }
 
-TEST_CASE("LearnedPositionalEmbedding returns the first T rows; gradcheck", "[layers]") {
+TEST_CASE("LearnedPositionalEmbedding returns the first T rows, gradcheck", "[layers]") {
   Generator gen(6);
   nn::LearnedPositionalEmbedding wpe(8, 4, &gen);
   REQUIRE(names_of(wpe.named_parameters()) == std::vector<std::string>{"weight"});
