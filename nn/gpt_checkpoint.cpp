@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -112,8 +113,10 @@ void save_gpt_checkpoint(const std::string& path, const GPT& model, const std::s
   save_safetensors(path, tensors, metadata);
 }
 
-LoadedGPT load_gpt_checkpoint(const std::string& path) {
-  SafetensorsFile file = load_safetensors(path);
+namespace {
+
+// Everything load_gpt_checkpoint checks beyond the safetensors structure; `path` names the source.
+LoadedGPT gpt_from_safetensors(SafetensorsFile file, const std::string& path) {
   auto meta = [&](const char* key) -> const std::string& {
     auto it = file.metadata.find(key);
     HEED_CHECK(it != file.metadata.end(), path, ": metadata has no \"", key,
@@ -166,16 +169,34 @@ LoadedGPT load_gpt_checkpoint(const std::string& path) {
     HEED_CHECK(expected_names.count(name), path, ": unexpected tensor \"", name, "\" for config ",
                gpt_config_json(config));
 
+  // A NaN or infinite weight (or a float64 one too large for float32) would only surface later as
+  // a NaN loss or garbage samples.
+  for (auto& [name, t] : found) {
+    t = t.to(DType::f32).contiguous();
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      HEED_CHECK(std::isfinite(v[i]), path, ": tensor \"", name, "\" is not finite (element ", i, " is ", v[i],
+                 " as float32)");
+  }
+
   // Only now, with every size backed by bytes in the file, is the model built.
   auto model = std::make_shared<GPT>(config);
   for (auto& [name, param] : model->named_parameters()) {
     if (name == "lm_head.weight") continue;
-    param.copy_(found.at(name).to(DType::f32));
+    param.copy_(found.at(name));
   }
   model->eval();
   out.model = std::move(model);
   out.metadata = std::move(file.metadata);
   return out;
+}
+
+}  // namespace
+
+LoadedGPT load_gpt_checkpoint(const std::string& path) { return gpt_from_safetensors(load_safetensors(path), path); }
+
+LoadedGPT load_gpt_checkpoint_from_bytes(const uint8_t* data, size_t size, const std::string& what) {
+  return gpt_from_safetensors(parse_safetensors(data, size, what), what);
 }
 
 }  // namespace heed::nn

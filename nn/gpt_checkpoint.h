@@ -9,6 +9,8 @@
 //             "format": "pt", plus whatever the caller adds (heed train adds "iter")
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,7 +48,12 @@ void save_gpt_checkpoint(const std::string& path, const GPT& model, const std::s
 /// the tied weight as either transformer.wte.weight or lm_head.weight, strips a "_orig_mod."
 /// prefix (torch.compile), converts F64/F16/BF16 to float32. Throws heed::Error naming the file
 /// and the tensor or field for: malformed safetensors, missing or malformed config or vocab, a
-/// vocab whose length is not config.vocab_size, missing or unexpected tensors, wrong shapes.
+/// vocab whose length is not config.vocab_size or that repeats a character, missing or unexpected
+/// tensors, wrong shapes, and non-finite (NaN, infinite) weights.
 LoadedGPT load_gpt_checkpoint(const std::string& path);
+
+/// load_gpt_checkpoint over safetensors bytes in memory (`what` names the source in errors): the
+/// same checks, no file I/O (the fuzz target in fuzz/ drives it).
+LoadedGPT load_gpt_checkpoint_from_bytes(const uint8_t* data, size_t size, const std::string& what);
 
 }  // namespace heed::nn

@@ -69,7 +69,14 @@ void write_loss_plot(const std::vector<std::string>& logs, const std::string& ou
 
 /// The corpus bundled with heed (data/tinyshakespeare.txt in the source tree, or installed).
 std::string default_corpus_path();
-/// Applies --threads (0: all CPUs available to the process) to OpenBLAS and heed's kernels.
+/// The most threads --threads accepts.
+inline constexpr int kMaxThreads = 1024;
+/// The most characters one `heed sample` run generates (--tokens): 10 million characters are
+/// hours of CPU time for the default model; a larger request is surely a typo.
+inline constexpr int64_t kMaxSampleTokens = 10'000'000;
+
+/// Applies --threads (0: all CPUs available to the process) to OpenBLAS and heed's kernels;
+/// throws UsageError for a count outside [0, kMaxThreads].
 void apply_threads(int threads);
 
 }  // namespace heed::cli

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -70,6 +71,9 @@ std::string encode_utf8(const std::u32string& text) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  // An ifstream "reads" a directory as an empty file; say what it is instead.
+  HEED_CHECK(!std::filesystem::is_directory(path, ec), path, ": is a directory, not a file");
   std::ifstream f(path, std::ios::binary);
   HEED_CHECK(f.good(), path, ": cannot open (", std::strerror(errno), ")");
   std::ostringstream ss;
@@ -79,12 +83,16 @@ std::string read_file(const std::string& path) {
 }
 
 Vocab::Vocab(std::u32string chars) : chars_(std::move(chars)) {
-  HEED_CHECK(std::is_sorted(chars_.begin(), chars_.end()) &&
-                 std::adjacent_find(chars_.begin(), chars_.end()) == chars_.end(),
-             "vocabulary: characters must be sorted and unique");
-  char32_t max = chars_.empty() ? 0 : chars_.back();
-  lookup_.assign(std::min<size_t>(size_t(max) + 1, 0x110000), -1);
-  for (size_t i = 0; i < chars_.size(); ++i) lookup_[chars_[i]] = static_cast<int32_t>(i);
+  // Any order (a checkpoint's vocab is in id order, which need not be sorted); no repeats, and
+  // only Unicode code points.
+  const char32_t max = chars_.empty() ? 0 : *std::max_element(chars_.begin(), chars_.end());
+  HEED_CHECK(max <= 0x10FFFF, "vocabulary: U+", std::hex, uint32_t(max), " is not a Unicode code point");
+  lookup_.assign(size_t(max) + 1, -1);
+  for (size_t i = 0; i < chars_.size(); ++i) {
+    HEED_CHECK(lookup_[chars_[i]] < 0, "vocabulary: the character at position ", i, " repeats position ",
+               lookup_[chars_[i]]);
+    lookup_[chars_[i]] = static_cast<int32_t>(i);
+  }
 }
 
 Vocab Vocab::from_text(const std::u32string& text) {
@@ -104,8 +112,10 @@ std::vector<int32_t> Vocab::encode(const std::u32string& text, const std::string
       std::snprintf(buf, sizeof buf, "U+%04X", unsigned(c));
       std::string shown;  // appended piecewise: "'" + s + "' " trips GCC 12's false -Wrestrict (PR 105329)
       if (c >= 0x20 && c != 0x7F) shown.append("'").append(encode_utf8(c)).append("' ");
-      detail::fail(what, ": character ", shown, "(", buf, ") at character position ", i,
-                   " is not in the model's vocabulary");
+      size_t byte = 0;  // where it is in the UTF-8 input
+      for (size_t k = 0; k < i; ++k) byte += encode_utf8(text[k]).size();
+      detail::fail(what, ": character ", shown, "(", buf, ") at byte offset ", byte, " (character ", i,
+                   ") is not in the model's vocabulary");
     }
     ids[i] = id;
   }

@@ -17,18 +17,18 @@ std::u32string decode_utf8(const std::string& bytes, const std::string& what);
 std::string encode_utf8(const std::u32string& text);
 std::string encode_utf8(char32_t c);
 
-/// Reads a whole file; throws heed::Error naming the path when it cannot.
+/// Reads a whole file; throws heed::Error naming the path when it cannot (or it is a directory).
 std::string read_file(const std::string& path);
 
 class Vocab {
  public:
   Vocab() = default;
-  explicit Vocab(std::u32string chars);  ///< the characters in id order (sorted, unique)
+  explicit Vocab(std::u32string chars);  ///< the characters in id order (unique; any order)
   static Vocab from_text(const std::u32string& text);
   int64_t size() const { return static_cast<int64_t>(chars_.size()); }
   const std::u32string& chars() const { return chars_; }
-  /// Ids of `text`; throws heed::Error naming `what`, the character and its position if one is
-  /// not in the vocabulary.
+  /// Ids of `text`; throws heed::Error naming `what`, the character and its position (the byte
+  /// offset in UTF-8, and the character index) if one is not in the vocabulary.
   std::vector<int32_t> encode(const std::u32string& text, const std::string& what) const;
   std::string decode(int32_t id) const { return encode_utf8(chars_.at(id)); }
 

@@ -1,16 +1,16 @@
 // `heed plot`: train and val loss against iterations from one or more log.jsonl files.
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "corpus.h"
 #include "svg.h"
 
 namespace heed::cli {
 
 std::vector<Curve> loss_curves(const std::string& log, const std::string& label) {
-  std::ifstream f(log);
-  HEED_CHECK(f.good(), log, ": cannot open");
+  std::istringstream f(read_file(log));
   Curve train{label + " train", {}, {}, false}, val{label + " val", {}, {}, true};
   std::string line;
   int64_t lineno = 0;

@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +34,30 @@ void prepare_out_dir(const std::string& dir) {
   if (ec) throw UsageError("--out " + dir + ": cannot create directory (" + ec.message() + ")");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw UsageError("--out " + dir + ": directory is not writable (" + std::strerror(errno) + ")");
+  // access() says yes to root everywhere, and knows nothing of read-only or special file systems:
+  // creating a file is the real test, done now rather than at the first checkpoint.
+  const std::string probe = (fs::path(dir) / (".heed-write-test." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw UsageError("--out " + dir + ": cannot create files in it (" + std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void remove_stale_temp_files(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string base : {"model.safetensors.tmp.", "train_state.safetensors.tmp.", "loss.svg.tmp."}) {
+      if (name.rfind(base, 0) != 0) continue;
+      const std::string pid_text = name.substr(base.size());
+      if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+      const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+      // A live process may be saving right now (a second heed in the same directory); leave it.
+      if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;
+      std::error_code rm_ec;
+      fs::remove(entry.path(), rm_ec);
+    }
+  }
 }
 
 void append_line(const std::string& path, const std::string& line) {
@@ -55,12 +82,17 @@ void truncate_log(const std::string& path, int64_t iter) {
       kept += line + "\n";
   }
   in.close();
+  // Temporary file, fsync, rename: a crash leaves the old log or the new one.
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    out.flush();
-    HEED_CHECK(out.good(), tmp, ": write failed");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  HEED_CHECK(fd >= 0, tmp, ": cannot create (", std::strerror(errno), ")");
+  const ssize_t n = kept.empty() ? 0 : ::write(fd, kept.data(), kept.size());
+  const int err = n < 0 ? errno : ENOSPC;
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(kept.size()) || !synced) {
+    ::unlink(tmp.c_str());
+    detail::fail(tmp, ": write failed (", std::strerror(synced ? err : EIO), ")");
   }
   HEED_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": rename failed (", std::strerror(errno), ")");
 }
@@ -109,7 +141,7 @@ void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;
+  sa.sa_flags = SA_RESTART;  // a signal must not make a write to stdout or a checkpoint fail with EINTR
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }

@@ -19,8 +19,13 @@ std::string model_path(const std::string& dir);
 std::string state_path(const std::string& dir);
 std::string log_path(const std::string& dir);
 
-/// Creates `dir` if needed and checks it is a writable directory (UsageError naming --out if not).
+/// Creates `dir` if needed and checks it is a directory where files can be created (UsageError
+/// naming --out if not).
 void prepare_out_dir(const std::string& dir);
+
+/// Removes the temporary files (`model.safetensors.tmp.<pid>`, `train_state...`, `loss.svg...`) that
+/// a killed run left in `dir`, those of processes still alive excepted.
+void remove_stale_temp_files(const std::string& dir);
 
 /// Appends one line to a file and fsyncs it.
 void append_line(const std::string& path, const std::string& line);

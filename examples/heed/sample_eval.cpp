@@ -21,7 +21,6 @@ static LoadedModel load_model(const std::string& path) {
   if (path.empty()) throw UsageError("--checkpoint is required");
   nn::LoadedGPT loaded = nn::load_gpt_checkpoint(path);
   const std::u32string chars = decode_utf8(loaded.vocab_utf8, path + ": metadata \"vocab\"");
-  std::u32string sorted = chars;
   HEED_CHECK(static_cast<int64_t>(chars.size()) == loaded.model->config().vocab_size, path,
              ": metadata \"vocab\" has ", chars.size(), " characters but config vocab_size is ",
              loaded.model->config().vocab_size);
@@ -32,6 +31,9 @@ static LoadedModel load_model(const std::string& path) {
 
 int run_sample(const SampleOptions& o) {
   if (o.tokens < 0) throw UsageError("--tokens must not be negative");
+  if (o.tokens > kMaxSampleTokens)
+    throw UsageError("--tokens " + std::to_string(o.tokens) + " is more than one run generates (at most " +
+                     std::to_string(kMaxSampleTokens) + ")");
   if (!std::isfinite(o.temperature) || o.temperature < 0) throw UsageError("--temperature must be a number >= 0 (0: greedy)");
   if (o.top_k < 0) throw UsageError("--top-k must not be negative (0: no limit)");
   apply_threads(o.threads);

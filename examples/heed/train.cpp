@@ -61,15 +61,24 @@ void validate(const TrainOptions& o) {
   require_usage(o.eval_interval >= 1, "--eval-interval must be at least 1");
   require_usage(o.eval_iters >= 1, "--eval-iters must be at least 1");
   require_usage(o.log_interval >= 1, "--log-interval must be at least 1");
-  require_usage(o.threads >= 0 && o.threads <= 1024, "--threads must be in [0, 1024] (0: all cores)");
+  require_usage(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be in [0, 1024] (0: all cores)");
   require_usage(o.sample_tokens >= 0, "--sample-tokens must not be negative");
   // Sizes that would not fit in memory are refused up front rather than failing mid-run.
   const double params = 12.0 * o.n_layer * double(o.n_embd) * o.n_embd;
   const double acts = double(o.batch_size) * o.block_size * (o.n_layer * (16.0 * o.n_embd + 2.0 * o.n_head * o.block_size));
-  require_usage(params * 16 + acts * 4 < 16e9, "model and batch sizes too large for this machine");
+  if (!(params * 16 + acts * 4 < 16e9)) {
+    char gb[32];
+    std::snprintf(gb, sizeof gb, "%.3g", (params * 16 + acts * 4) / 1e9);
+    throw UsageError("model and batch sizes too large for this machine: --n-layer " + std::to_string(o.n_layer) +
+                     " --n-embd " + std::to_string(o.n_embd) + " --n-head " + std::to_string(o.n_head) +
+                     " --block-size " + std::to_string(o.block_size) + " --batch-size " + std::to_string(o.batch_size) +
+                     " need about " + gb + " GB (at most 16)");
+  }
 }
 
 void apply_threads(int threads) {
+  require_usage(threads >= 0 && threads <= kMaxThreads,
+                "--threads " + std::to_string(threads) + " is outside [0, " + std::to_string(kMaxThreads) + "] (0: all cores)");
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1L, cpus)));
 }
