@@ -232,6 +232,15 @@ class Trainer {
 
   /// Writes train_state.safetensors (weights, moments, generators, recipe), then model.safetensors.
   void save(const std::string& dir, bool eval_done, double elapsed, const json& last_eval) {
+    // Never replace a good checkpoint with a diverged model.
+    for (auto& [name, t] : model_->named_parameters()) {
+      const Tensor c = t.contiguous();
+      const float* v = c.data<float>();
+      for (int64_t i = 0; i < c.numel(); ++i)
+        if (!std::isfinite(v[i]))
+          detail::fail("training diverged: parameter '", name, "' is ", v[i], " (element ", i, ") at iteration ",
+                       iter_, "; not saved");
+    }
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (auto& [name, t] : model_->named_parameters()) tensors.emplace_back("model." + name, t);
     for (auto& [name, t] : opt_->state_tensors()) tensors.emplace_back("optim." + name, t);
@@ -325,6 +334,7 @@ static std::string format_duration(double s) {
 int run_train(const TrainOptions& flags, const std::string& config_text) {
   TrainOptions o = flags;
   prepare_out_dir(o.out);
+  remove_stale_temp_files(o.out);  // left by a run that was killed while saving
   const std::string what_state = state_path(o.out);
   nn::SafetensorsFile state;
   if (o.resume) {
@@ -393,12 +403,28 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
 
   const double start = now_s() - elapsed0;
   const int64_t first_iter = trainer.iter();
+  // The iteration of the last complete checkpoint on disk (-1: none yet): an error that ends the
+  // run (divergence, a failed save) says that it is kept.
+  int64_t saved_iter = o.resume ? trainer.iter() : -1;
+  auto stop_with = [&](const std::string& what) {
+    detail::fail(what, saved_iter < 0 ? std::string("; no checkpoint was saved")
+                                      : "; the checkpoint of iteration " + std::to_string(saved_iter) + " in " + o.out +
+                                            " is kept");
+  };
+  auto save = [&](bool done) {
+    try {
+      trainer.save(o.out, done, now_s() - start, last_eval);
+    } catch (const Error& e) {  // a full disk, or a diverged model that must not replace a good one
+      stop_with(e.what());
+    }
+    saved_iter = trainer.iter();
+  };
   double train_time = 0;
   int exit_code = 0;
   while (true) {
     const int64_t it = trainer.iter();
     if (g_stop_signal) {
-      trainer.save(o.out, eval_done, now_s() - start, last_eval);
+      save(eval_done);
       std::printf("%sstopped by signal %d at iteration %lld; checkpoint saved in %s (continue with --resume)\n",
                   tty ? "\n" : "", int(g_stop_signal), (long long)it, o.out.c_str());
       exit_code = 128 + g_stop_signal;
@@ -407,10 +433,13 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
     if ((it % o.eval_interval == 0 || it == o.max_iters) && !eval_done) {
       double tl, vl;
       if (!trainer.estimate_loss(tl, vl)) continue;  // interrupted: the loop saves and stops
+      if (!std::isfinite(tl) || !std::isfinite(vl))
+        stop_with("training diverged: the evaluation loss is " + std::to_string(std::isfinite(tl) ? vl : tl) +
+                 " at iteration " + std::to_string(it));
       last_eval = {{"iter", it}, {"train_loss", std::round(tl * 1e4) / 1e4}, {"val_loss", std::round(vl * 1e4) / 1e4},
                    {"lr", trainer.lr_at(it)}, {"elapsed_s", std::round((now_s() - start) * 100) / 100}};
       eval_done = true;
-      trainer.save(o.out, true, now_s() - start, last_eval);
+      save(true);
       append_line(log_path(o.out), last_eval.dump());
       write_loss_plot({log_path(o.out)}, (fs::path(o.out) / "loss.svg").string());
       std::printf("%seval iter %lld: train loss %.4f, val loss %.4f\n", tty ? "\r\033[K" : "", (long long)it, tl, vl);
@@ -418,7 +447,12 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
     }
     if (it >= o.max_iters) break;
     const double t0 = now_s();
-    const double loss = trainer.step();
+    double loss = 0;
+    try {
+      loss = trainer.step();
+    } catch (const Error& e) {  // a non-finite loss or gradient
+      stop_with(e.what());
+    }
     eval_done = false;
     train_time += now_s() - t0;
     const int64_t done = trainer.iter() - first_iter;
