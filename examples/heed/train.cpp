@@ -201,8 +201,9 @@ class Trainer {
   }
 
   /// Mean loss over eval_iters random batches of each split (nanoGPT's estimate_loss), or
-  /// nothing if a stop signal arrives in the middle.
-  bool estimate_loss(double& train_loss, double& val_loss) {
+  /// nothing if a stop signal arrives in the middle. With keep_sampler, the batch sampler is left
+  /// as it was (the evaluation draws no batch that training will miss).
+  bool estimate_loss(double& train_loss, double& val_loss, bool keep_sampler = false) {
     NoGradGuard no_grad;
     model_->eval();
     // An interrupted evaluation must leave the sampler as it was, so that --resume redoes it
@@ -224,7 +225,7 @@ class Trainer {
       out[s] = total / double(o_.eval_iters);
     }
     model_->train();
-    if (!done) data_gen_.set_state(before);
+    if (!done || keep_sampler) data_gen_.set_state(before);
     train_loss = out[0];
     val_loss = out[1];
     return done;
@@ -432,7 +433,10 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
     }
     if ((it % o.eval_interval == 0 || it == o.max_iters) && !eval_done) {
       double tl, vl;
-      if (!trainer.estimate_loss(tl, vl)) continue;  // interrupted: the loop saves and stops
+      // The extra evaluation at a --max-iters off the eval interval must not move the sampler: a
+      // run extended from there with --resume then draws the batches an uninterrupted run draws.
+      if (!trainer.estimate_loss(tl, vl, /*keep_sampler=*/it % o.eval_interval != 0))
+        continue;  // interrupted: the loop saves and stops
       if (!std::isfinite(tl) || !std::isfinite(vl))
         stop_with("training diverged: the evaluation loss is " + std::to_string(std::isfinite(tl) ? vl : tl) +
                  " at iteration " + std::to_string(it));

@@ -394,6 +394,27 @@ TEST_CASE("heed train --resume after a run stopped early gives the uninterrupted
   CHECK(final_model["0"] != final_model["0.2"]);
 }
 
+TEST_CASE("heed train --resume extends a run that ended off the eval interval exactly as an uninterrupted run", "[cli]") {
+  // --eval-interval 4 and --max-iters 10: the first run's closing evaluation at iteration 10 is one
+  // the 20-iteration run never makes; it must not change the batches that training draws next.
+  ScratchDir dir("resume-off-interval");
+  write_file(dir / "corpus.txt", utf8(make_text(600)));
+  auto flags = cat(tiny_flags(), {"--data", dir / "corpus.txt", "--dropout", "0.1"});
+  auto interval = std::find(flags.begin(), flags.end(), "--eval-interval");
+  REQUIRE(interval != flags.end());
+  interval[1] = "4";
+  const std::string full = dir / "full", part = dir / "part";
+  train(cat(flags, {"--out", full, "--max-iters", "20"}));
+  train(cat(flags, {"--out", part, "--max-iters", "10"}));
+  train({"--resume", "--out", part, "--max-iters", "20", "--threads", "1", "--sample-tokens", "0"});
+  CHECK(read_file(part + "/model.safetensors") == read_file(full + "/model.safetensors"));
+  auto resumed = log_losses(part + "/log.jsonl");
+  REQUIRE(resumed.size() == 7);  // 0, 4, 8, 10 (the first run's end), 12, 16, 20
+  CHECK(resumed[3][0] == 10);
+  resumed.erase(resumed.begin() + 3);
+  CHECK(resumed == log_losses(full + "/log.jsonl"));
+}
+
 TEST_CASE("heed train --resume restores the dropout generators (a different state gives different weights)", "[cli]") {
   ScratchDir dir("resume-dropout");
   write_file(dir / "corpus.txt", utf8(make_text(600)));
