@@ -27,6 +27,7 @@ struct TrainOptions {
   bool bias = false;
   int64_t batch_size = 12, max_iters = 2000;
   bool max_iters_given = false;  // --max-iters was given: on --resume it replaces the run's
+  std::vector<std::string> flags_given;  // long names of the flags given (--resume refuses a changed recipe)
   double lr = 1e-3, min_lr = 1e-4;
   int64_t warmup_iters = 100, lr_decay_iters = 2000;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;

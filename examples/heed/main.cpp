@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
       apply_config_file(train);
       make_data_path_absolute(train);
       train_opts.max_iters_given = train->count("--max-iters") > 0;
+      for (const CLI::Option* opt : train->get_options())
+        if (opt->count() > 0) train_opts.flags_given.push_back(opt->get_name());
     }
   } catch (const UsageError& e) {
     return fail(2, e.what());

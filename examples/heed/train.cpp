@@ -346,6 +346,20 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
     HEED_CHECK(it != state.metadata.end(), what_state, ": missing \"options\"");
     json saved = json::parse(it->second, nullptr, false);
     HEED_CHECK(saved.is_object(), what_state, ": \"options\" is not a JSON object");
+    // The run continues with its own recipe: a recipe flag given with a different value would be
+    // ignored, so it is refused (--max-iters may change; --threads and --profile are not recipe).
+    const json given = options_json(flags);
+    for (auto& [key, value] : saved.items()) {
+      std::string flag = "--" + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      if (key == "max_iters" || !given.contains(key) || given[key] == value ||
+          std::find(flags.flags_given.begin(), flags.flags_given.end(), flag) == flags.flags_given.end())
+        continue;
+      auto show = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+      throw UsageError(flag + " " + show(given[key]) + " differs from the run's " + show(value) +
+                       ": --resume continues the recipe saved in " + what_state +
+                       " (only --max-iters, --threads and --profile may change)");
+    }
     const int64_t max_iters = o.max_iters;
     options_from_json(o, saved, what_state);
     if (flags.max_iters_given) o.max_iters = max_iters;  // extend or shorten a run

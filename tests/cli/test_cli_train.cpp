@@ -415,6 +415,21 @@ TEST_CASE("heed train --resume extends a run that ended off the eval interval ex
   CHECK(resumed == log_losses(full + "/log.jsonl"));
 }
 
+TEST_CASE("heed train --resume refuses a recipe flag that differs from the run's, accepts the same one", "[cli]") {
+  ScratchDir dir("resume-flags");
+  write_file(dir / "corpus.txt", utf8(make_text(300)));
+  const auto flags = cat(tiny_flags(), {"--data", dir / "corpus.txt", "--out", dir / "run"});
+  train(cat(flags, {"--max-iters", "5"}));
+  require_clean_error(run_heed({"train", "--resume", "--out", dir / "run", "--lr", "5e-3"}), 2, {"--lr", "--resume"});
+  require_clean_error(run_heed({"train", "--resume", "--out", dir / "run", "--bias"}), 2, {"--bias", "--resume"});
+  require_clean_error(run_heed({"train", "--resume", "--out", dir / "run", "--seed", "8"}), 2, {"--seed 8", "7"});
+  CHECK(log_losses(dir / "run/log.jsonl").size() == 2);  // untouched
+  // the run's own command line with --resume and a longer --max-iters is fine
+  ProcessResult r = train(cat(flags, {"--max-iters", "10", "--resume"}));
+  CHECK(r.out.find("at iteration 5 of 10") != std::string::npos);
+  CHECK(log_losses(dir / "run/log.jsonl").size() == 3);
+}
+
 TEST_CASE("heed train --resume restores the dropout generators (a different state gives different weights)", "[cli]") {
   ScratchDir dir("resume-dropout");
   write_file(dir / "corpus.txt", utf8(make_text(600)));
