@@ -14,6 +14,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "core/check.h"
+#include "core/parallel.h"
 
 namespace heed::optim {
 
@@ -228,8 +229,15 @@ void Adam::step() {
         const T* gp = grad.data<T>();
         T* mp = s.exp_avg.data<T>();
         T* vp = s.exp_avg_sq.data<T>();
-        if (l2) adam_kernel<true>(pp, gp, mp, vp, p.numel(), c);
-        else adam_kernel<false>(pp, gp, mp, vp, p.numel(), c);
+        // Fixed blocks, not per-thread ranges: every element takes the same (vector or tail) path
+        // whatever the thread count, so results do not depend on it.
+        constexpr int64_t kBlock = 8192;
+        const int64_t n = p.numel();
+        parallel_for((n + kBlock - 1) / kBlock, 2, [&](int64_t b0, int64_t b1) {
+          const int64_t i0 = b0 * kBlock, i1 = std::min(n, b1 * kBlock);
+          if (l2) adam_kernel<true>(pp + i0, gp + i0, mp + i0, vp + i0, i1 - i0, c);
+          else adam_kernel<false>(pp + i0, gp + i0, mp + i0, vp + i0, i1 - i0, c);
+        });
       });
     }
   }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/parallel.h"
 
 namespace heed::optim {
 
@@ -33,7 +34,19 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     if (!g.defined()) continue;
     HEED_CHECK(g.is_contiguous(), "clip_grad_norm: the gradient of parameter ", i, " (", to_string(g.shape()),
                ") is not contiguous");
-    total += visit_dtype(g.dtype(), [&]<class T>() { return sum_squares(g.data<T>(), g.numel()); });
+    total += visit_dtype(g.dtype(), [&]<class T>() {
+      // Partial sums over fixed blocks, added in order: the same norm on any thread count.
+      constexpr int64_t kBlock = 16384;
+      const int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
+      std::vector<double> partial(blocks, 0.0);
+      const T* data = g.data<T>();
+      parallel_for(blocks, 2, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) partial[b] = sum_squares(data + b * kBlock, std::min(kBlock, n - b * kBlock));
+      });
+      double s = 0;
+      for (double x : partial) s += x;
+      return s;
+    });
     grads.push_back(std::move(g));
   }
   const double norm = std::sqrt(total);
@@ -45,7 +58,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     visit_dtype(g.dtype(), [&]<class T>() {
       T* p = g.data<T>();
       const T c = static_cast<T>(coef);
-      for (int64_t i = 0, n = g.numel(); i < n; ++i) p[i] *= c;
+      parallel_for(g.numel(), 16384, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) p[i] *= c;
+      });
     });
   return norm;
 }

@@ -17,6 +17,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/parallel.h"
 #include "core/ops/strided.h"
 #include "core/random.h"
 
@@ -165,7 +166,8 @@ void cross_entropy_backward(T* dx, const T* x, const T* rmax, const T* rinv, con
 template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C,
                         T eps) {
-  for (int64_t r = 0; r < N; ++r) {
+  parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * C;
     T* o = out + r * C;
     const T m = row_sum(xr, C) / static_cast<T>(C);
@@ -182,54 +184,68 @@ void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const 
       for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s;
     }
   }
+  });
 }
 
 // With norm = (x - mean) * rstd and dnorm = dy * w:
 //   dx = (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd,
 //   dw = sum over rows of dy * norm, db = sum over rows of dy.
 // Two passes per row: the two means, then dx, dw and db together; norm is recomputed, not stored.
-// dw and db (either may be null) gather N rows each, so they accumulate in double.
+// dw and db (either may be null) gather N rows each, so they accumulate in double, per block of
+// kBlockRows rows (blocks run in parallel) and then over blocks in order: the same bits on any
+// thread count.
 template <class T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
                          const T* rstd, int64_t N, int64_t C) {
   constexpr int64_t W = Batch<T>::size;
+  constexpr int64_t kBlockRows = 64;
   // A null w is a weight of ones: one code path, and C extra reads per row are noise next to x, dy.
   std::vector<T> ones(w ? 0 : C, T(1));
   if (!w) w = ones.data();
-  std::vector<double> dw_acc(C, 0.0), db_acc(C, 0.0);
-  double* pw = dw_acc.data();
-  double* pb = db_acc.data();
-  for (int64_t r = 0; r < N; ++r) {
-    const T* g = dy + r * C;
-    const T* xr = x + r * C;
-    T* d = dx + r * C;
-    const T m = mean[r], s = rstd[r];
-    const Batch<T> mb(m), sb(s);
-    Batch<T> a0(T(0)), a1(T(0));
-    int64_t i = 0;
-    for (; i + W <= C; i += W) {
-      const Batch<T> dv = Batch<T>::load_unaligned(g + i) * Batch<T>::load_unaligned(w + i);
-      const Batch<T> nv = (Batch<T>::load_unaligned(xr + i) - mb) * sb;
-      a0 += dv;
-      a1 = xsimd::fma(dv, nv, a1);
+  const int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
+  std::vector<double> dw_acc(blocks * C, 0.0), db_acc(blocks * C, 0.0);
+  parallel_for(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(kBlockRows * C, 1)), [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      double* pw = dw_acc.data() + blk * C;
+      double* pb = db_acc.data() + blk * C;
+      for (int64_t r = blk * kBlockRows, r1 = std::min(N, r + kBlockRows); r < r1; ++r) {
+        const T* g = dy + r * C;
+        const T* xr = x + r * C;
+        T* d = dx + r * C;
+        const T m = mean[r], s = rstd[r];
+        const Batch<T> mb(m), sb(s);
+        Batch<T> a0(T(0)), a1(T(0));
+        int64_t i = 0;
+        for (; i + W <= C; i += W) {
+          const Batch<T> dv = Batch<T>::load_unaligned(g + i) * Batch<T>::load_unaligned(w + i);
+          const Batch<T> nv = (Batch<T>::load_unaligned(xr + i) - mb) * sb;
+          a0 += dv;
+          a1 = xsimd::fma(dv, nv, a1);
+        }
+        T sum_dn = xsimd::hadd(a0), sum_dn_norm = xsimd::hadd(a1);
+        for (; i < C; ++i) {
+          sum_dn += g[i] * w[i];
+          sum_dn_norm += g[i] * w[i] * ((xr[i] - m) * s);
+        }
+        const T mean_dn = sum_dn / static_cast<T>(C), mean_dn_norm = sum_dn_norm / static_cast<T>(C);
+        for (int64_t k = 0; k < C; ++k) {
+          const T nk = (xr[k] - m) * s;
+          d[k] = (g[k] * w[k] - mean_dn - nk * mean_dn_norm) * s;
+          pw[k] += static_cast<double>(g[k] * nk);
+          pb[k] += static_cast<double>(g[k]);
+        }
+      }
     }
-    T sum_dn = xsimd::hadd(a0), sum_dn_norm = xsimd::hadd(a1);
-    for (; i < C; ++i) {
-      sum_dn += g[i] * w[i];
-      sum_dn_norm += g[i] * w[i] * ((xr[i] - m) * s);
-    }
-    const T mean_dn = sum_dn / static_cast<T>(C), mean_dn_norm = sum_dn_norm / static_cast<T>(C);
+  });
+  for (int64_t blk = 1; blk < blocks; ++blk)
     for (int64_t k = 0; k < C; ++k) {
-      const T nk = (xr[k] - m) * s;
-      d[k] = (g[k] * w[k] - mean_dn - nk * mean_dn_norm) * s;
-      pw[k] += static_cast<double>(g[k] * nk);
-      pb[k] += static_cast<double>(g[k]);
+      dw_acc[k] += dw_acc[blk * C + k];
+      db_acc[k] += db_acc[blk * C + k];
     }
-  }
   if (dw)
-    for (int64_t k = 0; k < C; ++k) dw[k] = static_cast<T>(pw[k]);
+    for (int64_t k = 0; k < C; ++k) dw[k] = static_cast<T>(dw_acc[k]);
   if (db)
-    for (int64_t k = 0; k < C; ++k) db[k] = static_cast<T>(pb[k]);
+    for (int64_t k = 0; k < C; ++k) db[k] = static_cast<T>(db_acc[k]);
 }
 
 }  // namespace
