@@ -75,6 +75,9 @@ def main():
     print(f"# OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '(unset)')}; "
           f"2-thread SGEMM peak (square 2048, median): {peak} GFLOP/s; "
           f"PyTorch splits (--threads,--blas_threads): {' '.join(a.torch_splits)}", flush=True)
+    print("# MFU = training FLOPs per iteration / seconds per iteration / SGEMM peak, with FLOPs per "
+          "iteration = (6 N + 12 n_layer n_embd block_size) * block_size * batch_size (nanoGPT's "
+          "estimate_mfu; N = parameters less the position embedding)", flush=True)
     summary = []
     for name in a.configs:
         L, H, C, T, B, iters = CONFIGS[name]
