@@ -18,6 +18,8 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
+#include "nn/init.h"
+#include "run_state.h"
 #include "seq2seq.h"
 #include "seq2seq_tasks.h"
 
@@ -45,6 +47,17 @@ nn::EncoderDecoderOptions seq2seq_model_options(const Seq2SeqOptions& o) {
   m.norm = nn::NormPlacement::pre;
   m.seed = o.seed;
   return m;
+}
+
+void init_seq2seq_embeddings(nn::EncoderDecoder& model, uint64_t seed) {
+  // nn::Embedding draws normal(0, 1), and the model multiplies by sqrt(d_model): token vectors
+  // would then be ~sqrt(d_model) times larger than the unit sinusoids and drown the positions
+  // that copy and reverse depend on. normal(0, 1/sqrt(d_model)) gives both the same scale.
+  Generator gen(seed ^ 0xe4bedULL);
+  NoGradGuard no_grad;
+  const double sd = 1.0 / std::sqrt(double(model.options().d_model));
+  nn::normal_(model.src_embed->weight, sd, gen);
+  nn::normal_(model.tgt_embed->weight, sd, gen);
 }
 
 Seq2SeqBatch make_batch(const std::vector<Example>& examples) {
@@ -115,16 +128,41 @@ std::vector<std::string> greedy_decode(nn::EncoderDecoder& model, const std::vec
   return result;
 }
 
+// Fraction of the first `limit` (-1: all) examples whose greedy decoding equals the target.
+// Decoding stops one character past the longest target of a chunk: an output that long without
+// an end token is wrong whatever follows, so the score is that of unbounded decoding.
 static double exact_match(nn::EncoderDecoder& model, const std::vector<Example>& test, int64_t limit = -1) {
   const int64_t n = limit < 0 ? static_cast<int64_t>(test.size()) : std::min<int64_t>(limit, test.size());
   int64_t right = 0;
   for (int64_t i = 0; i < n; i += 250) {
     std::vector<std::string> src;
-    for (int64_t j = i; j < std::min<int64_t>(n, i + 250); ++j) src.push_back(test[j].source);
-    auto got = greedy_decode(model, src, kSeq2SeqMaxLen - 1);
+    int64_t longest = 0;
+    for (int64_t j = i; j < std::min<int64_t>(n, i + 250); ++j) {
+      src.push_back(test[j].source);
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(test[j].target.size()));
+    }
+    auto got = greedy_decode(model, src, std::min<int64_t>(longest + 1, kSeq2SeqMaxLen - 1));
     for (size_t j = 0; j < got.size(); ++j) right += got[j] == test[i + j].target;
   }
   return double(right) / double(n);
+}
+
+// Mean teacher-forced cross-entropy per target token (EOS included) over `examples`.
+static double mean_loss(nn::EncoderDecoder& model, const std::vector<Example>& examples) {
+  NoGradGuard no_grad;
+  double total = 0;
+  int64_t tokens = 0;
+  for (size_t i = 0; i < examples.size(); i += 250) {
+    std::vector<Example> chunk(examples.begin() + i, examples.begin() + std::min(examples.size(), i + 250));
+    Seq2SeqBatch b = make_batch(chunk);
+    Tensor logits = model.forward(b.src, b.B, b.Ts, b.tgt_in, b.Tt, &b.src_mask, &b.tgt_mask);
+    int64_t n = 0;
+    for (int32_t t : b.tgt_out) n += t != Seq2SeqVocab::pad;
+    total += cross_entropy(reshape(logits, {b.B * b.Tt, Seq2SeqVocab::size}), b.tgt_out, Seq2SeqVocab::pad).item() *
+             double(n);
+    tokens += n;
+  }
+  return total / double(tokens);
 }
 
 void save_seq2seq(const std::string& path, const nn::EncoderDecoder& model, const Seq2SeqOptions& o) {
@@ -173,40 +211,47 @@ int run_seq2seq(const Seq2SeqOptions& flags) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  if (o.max_iters < 0) o.max_iters = o.task == "dates" ? 4000 : o.task == "reverse" ? 3000 : 1500;
+  if (o.max_iters < 0) o.max_iters = o.task == "copy" ? 800 : 2000;
   if (o.max_iters < 1) throw UsageError("--max-iters must be at least 1");
   if (o.batch_size < 1) throw UsageError("--batch-size must be at least 1");
   if (o.d_model < 1 || o.n_head < 1 || o.d_model % o.n_head) throw UsageError("--d-model must be a positive multiple of --n-head");
   if (o.n_layer < 1) throw UsageError("--n-layer must be at least 1");
   if (!(o.lr > 0)) throw UsageError("--lr must be positive");
   if (o.test_examples < 1) throw UsageError("--examples must be at least 1");
-  if (!o.out.empty()) {
-    std::error_code ec;
-    fs::create_directories(o.out, ec);
-    if (ec || !fs::is_directory(o.out)) throw UsageError("--out " + o.out + ": not a writable directory");
-  }
+  if (o.log_interval < 1) throw UsageError("--log-interval must be at least 1");
+  if (!o.out.empty()) prepare_out_dir(o.out);
   apply_threads(o.threads);
 
   const double start = now_s();
   Seq2SeqData data(o.task, o.test_examples, o.seed);
   nn::EncoderDecoder model(seq2seq_model_options(o));
+  init_seq2seq_embeddings(model, o.seed);
   model.train();
   optim::AdamW opt(optim::param_groups_nanogpt(model.named_parameters(), 0.01), o.lr, 0.9, 0.98);
   auto params = model.parameters();
-  std::printf("heed seq2seq %s: %lld parameters, %lld held-out examples, %lld iterations of %lld\n", o.task.c_str(),
-              (long long)model.num_parameters(), (long long)data.test.size(), (long long)o.max_iters,
-              (long long)o.batch_size);
+  std::printf("heed seq2seq %s: %lld parameters (d_model %lld, %lld heads, %lld+%lld layers), %lld held-out "
+              "examples, %lld iterations of %lld, lr %g\n",
+              o.task.c_str(), (long long)model.num_parameters(), (long long)o.d_model, (long long)o.n_head,
+              (long long)o.n_layer, (long long)o.n_layer, (long long)data.test.size(), (long long)o.max_iters,
+              (long long)o.batch_size, o.lr);
   std::fflush(stdout);
+  // Progress is measured on (a part of) the held-out set; nothing is decided by it.
+  const std::vector<Example> val(data.test.begin(), data.test.begin() + std::min<size_t>(500, data.test.size()));
+  std::string log_file;
+  if (!o.out.empty()) {
+    log_file = log_path(o.out);
+    std::error_code ec;
+    fs::remove(log_file, ec);  // a fresh run starts a fresh log
+  }
   const int64_t warmup = std::min<int64_t>(200, o.max_iters / 10);
   std::vector<Example> batch(o.batch_size);
-  double smooth = 0;
-  json log = json::array();
+  double interval_loss = 0;
+  int64_t interval_steps = 0;
   for (int64_t it = 0; it < o.max_iters; ++it) {
     opt.set_lr(optim::cosine_lr(it, o.lr, o.lr * 0.05, warmup, o.max_iters));
     for (auto& e : batch) e = data.train_example();
     Seq2SeqBatch b = make_batch(batch);
-    Tensor memory = model.encode(b.src, b.B, b.Ts, &b.src_mask);
-    Tensor logits = model.decode(b.tgt_in, b.B, b.Tt, memory, &b.tgt_mask, &b.src_mask);
+    Tensor logits = model.forward(b.src, b.B, b.Ts, b.tgt_in, b.Tt, &b.src_mask, &b.tgt_mask);
     Tensor loss = cross_entropy(reshape(logits, {b.B * b.Tt, Seq2SeqVocab::size}), b.tgt_out, Seq2SeqVocab::pad);
     const double l = loss.item();
     HEED_CHECK(std::isfinite(l), "seq2seq: the loss is ", l, " at iteration ", it);
@@ -214,28 +259,43 @@ int run_seq2seq(const Seq2SeqOptions& flags) {
     optim::clip_grad_norm(params, 1.0);
     opt.step();
     model.zero_grad();
-    smooth = it == 0 ? l : 0.98 * smooth + 0.02 * l;
+    interval_loss += l;
+    ++interval_steps;
     if ((it + 1) % o.log_interval == 0 || it + 1 == o.max_iters) {
       model.eval();
-      const double em = exact_match(model, data.test, 250);
+      const double vl = mean_loss(model, val);
+      const double em = exact_match(model, val);
       model.train();
-      std::printf("iter %lld: loss %.4f, exact match %.3f (on 250 held-out), elapsed %.1fs\n", (long long)(it + 1),
-                  smooth, em, now_s() - start);
+      const double tl = interval_loss / double(interval_steps);
+      interval_loss = 0;
+      interval_steps = 0;
+      std::printf("iter %lld: train loss %.4f, val loss %.4f, exact match %.3f (%zu held-out), elapsed %.1fs\n",
+                  (long long)(it + 1), tl, vl, em, val.size(), now_s() - start);
       std::fflush(stdout);
-      log.push_back({{"iter", it + 1}, {"loss", smooth}, {"exact_match_250", em}});
+      if (!log_file.empty()) {
+        const json entry = {{"iter", it + 1}, {"train_loss", std::round(tl * 1e4) / 1e4},
+                            {"val_loss", std::round(vl * 1e4) / 1e4}, {"exact_match", em},
+                            {"elapsed_s", std::round((now_s() - start) * 100) / 100}};
+        append_line(log_file, entry.dump());
+      }
     }
   }
   model.eval();
   const double em = exact_match(model, data.test);
   const double wall = now_s() - start;
   if (!o.out.empty()) {
-    save_seq2seq((fs::path(o.out) / "model.safetensors").string(), model, o);
-    std::printf("saved %s (wall time %.1fs)\n", (fs::path(o.out) / "model.safetensors").c_str(), wall);
+    const std::string path = model_path(o.out);
+    save_seq2seq(path, model, o);
+    write_loss_plot({log_file}, (fs::path(o.out) / "loss.svg").string());
+    std::printf("saved %s, %s and loss.svg\n", path.c_str(), log_file.c_str());
   }
   // a few examples, then the summary as the last line
-  auto shown = greedy_decode(model, {data.test[0].source, data.test[1].source, data.test[2].source}, kSeq2SeqMaxLen - 1);
-  for (int i = 0; i < 3; ++i)
-    std::printf("  %-28s -> %-24s (expected %s)\n", data.test[i].source.c_str(), shown[i].c_str(),
+  const size_t n_shown = std::min<size_t>(3, data.test.size());
+  std::vector<std::string> sources;
+  for (size_t i = 0; i < n_shown; ++i) sources.push_back(data.test[i].source);
+  const auto shown = greedy_decode(model, sources, kSeq2SeqMaxLen - 1);
+  for (size_t i = 0; i < n_shown; ++i)
+    std::printf("  %-30s -> %-24s (expected %s)\n", data.test[i].source.c_str(), shown[i].c_str(),
                 data.test[i].target.c_str());
   std::printf("%lld iterations, wall time %.1fs\n", (long long)o.max_iters, wall);
   json summary = {{"task", o.task}, {"exact_match", em}, {"examples", data.test.size()}};

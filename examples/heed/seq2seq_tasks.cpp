@@ -1,7 +1,9 @@
 #include "seq2seq_tasks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "core/check.h"
 
@@ -109,14 +111,29 @@ int32_t Seq2SeqVocab::id(char c) {
 
 char Seq2SeqVocab::chr(int32_t id) { return id >= 3 && id < size ? static_cast<char>(id - 3 + 32) : '?'; }
 
+double source_count(const std::string& task, size_t length) {
+  check_task(task);
+  if (task == "copy") return length >= 1 && length <= 10 ? std::pow(10.0, double(length)) : 0.0;
+  if (task == "reverse") return length >= 1 && length <= 20 ? std::pow(26.0, double(length)) : 0.0;
+  return INFINITY;  // dates: thousands of sources of every length
+}
+
 Seq2SeqData::Seq2SeqData(const std::string& t, int64_t n_test, uint64_t seed) : task(t), gen(seed) {
   check_task(task);
   Generator test_gen(seed ^ 0x7e57'da7aULL);
+  std::map<size_t, int64_t> per_length;
   int64_t attempts = 0;
   while (static_cast<int64_t>(test.size()) < n_test) {
     HEED_CHECK(++attempts < n_test * 1000, "seq2seq: cannot draw ", n_test, " distinct test examples");
     Example e = make_example(task, test_gen);
-    if (test_sources.insert(e.source).second) test.push_back(std::move(e));
+    // Held-out examples take at most half the sources of any length, so that training still
+    // sees every length (all ten 1-digit copy sources held out would leave none to learn from).
+    const size_t len = e.source.size();
+    if (double(per_length[len] + 1) > kMaxHeldOutShare * source_count(task, len)) continue;
+    if (test_sources.insert(e.source).second) {
+      ++per_length[len];
+      test.push_back(std::move(e));
+    }
   }
 }
 

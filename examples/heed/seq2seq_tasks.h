@@ -43,8 +43,15 @@ struct Seq2SeqVocab {
   static char chr(int32_t id);       ///< '?' for special ids
 };
 
-/// A held-out test set of `n` distinct examples, and a training sampler that never returns a
-/// source string of the test set.
+/// How many distinct sources of `length` characters the task can produce (INFINITY: too many to
+/// matter, as for dates).
+double source_count(const std::string& task, size_t length);
+
+/// The held-out set takes at most this share of the sources of any one length.
+inline constexpr double kMaxHeldOutShare = 0.5;
+
+/// A held-out test set of `n` distinct examples (at most kMaxHeldOutShare of the sources of each
+/// length), and a training sampler that never returns a source string of the test set.
 struct Seq2SeqData {
   Seq2SeqData(const std::string& task, int64_t n_test, uint64_t seed);
   Example train_example();  ///< a fresh random example whose source is not in the test set
