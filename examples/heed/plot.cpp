@@ -1,4 +1,5 @@
 // `heed plot`: train and val loss against iterations from one or more log.jsonl files.
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -29,16 +30,26 @@ std::vector<Curve> loss_curves(const std::string& log, const std::string& label)
   return {train, val};
 }
 
+// Each run is named by its directory ("runs/copy/log.jsonl": "copy"), or by the whole path when
+// those names are empty or repeat; train and val of one run share a colour (val dashed).
 void write_loss_plot(const std::vector<std::string>& logs, const std::string& out) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  for (const auto& log : logs) names.push_back(fs::path(log).parent_path().filename().string());
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i].empty() || std::count(names.begin(), names.end(), names[i]) > 1) {
+      names.assign(logs.begin(), logs.end());
+      break;
+    }
   std::vector<Curve> curves;
-  for (const auto& log : logs) {
-    const std::string label = logs.size() == 1 ? std::string() : std::filesystem::path(log).parent_path().filename().string();
-    for (auto& c : loss_curves(log, label)) {
+  for (size_t i = 0; i < logs.size(); ++i) {
+    for (auto& c : loss_curves(logs[i], logs.size() == 1 ? std::string() : names[i])) {
       if (logs.size() == 1) c.label = c.label.substr(1);  // " train" -> "train"
+      c.color = static_cast<int>(i);
       curves.push_back(std::move(c));
     }
   }
-  write_text_file(out, line_chart_svg("loss", "iteration", "cross-entropy (nats)", curves));
+  write_text_file(out, line_chart_svg("loss (solid: train, dashed: val)", "iteration", "cross-entropy (nats)", curves));
 }
 
 int run_plot(const std::vector<std::string>& logs, const std::string& out) {

@@ -46,6 +46,7 @@ void write_text_file(const std::string& path, const std::string& text) {
 }
 
 static std::string fmt(double v, int prec = 2) {
+  if (std::abs(v) < 0.5 * std::pow(10.0, -prec)) v = 0;  // no "-0.00" for a tick at -1e-17
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", prec, v);
   return buf;
@@ -108,7 +109,7 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
     << xml_escape(y_label) << "</text>\n";
   for (size_t k = 0; k < curves.size(); ++k) {
     const auto& c = curves[k];
-    const char* color = colors[k % 8];
+    const char* color = colors[(c.color >= 0 ? size_t(c.color) : k) % 8];
     s << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
       << (c.dashed ? " stroke-dasharray=\"6 4\"" : "") << " points=\"";
     for (size_t i = 0; i < c.x.size(); ++i)

@@ -11,6 +11,7 @@ struct Curve {
   std::string label;
   std::vector<double> x, y;
   bool dashed = false;
+  int color = -1;  ///< index into the palette; -1: the curve's own index
 };
 
 /// A line chart of `curves` (iterations against loss) with axes, ticks, a legend and a title.
