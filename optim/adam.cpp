@@ -233,7 +233,7 @@ void Adam::step() {
         // whatever the thread count, so results do not depend on it.
         constexpr int64_t kBlock = 8192;
         const int64_t n = p.numel();
-        parallel_for((n + kBlock - 1) / kBlock, 2, [&](int64_t b0, int64_t b1) {
+        parallel_for((n + kBlock - 1) / kBlock, 32, [&](int64_t b0, int64_t b1) {
           const int64_t i0 = b0 * kBlock, i1 = std::min(n, b1 * kBlock);
           if (l2) adam_kernel<true>(pp + i0, gp + i0, mp + i0, vp + i0, i1 - i0, c);
           else adam_kernel<false>(pp + i0, gp + i0, mp + i0, vp + i0, i1 - i0, c);

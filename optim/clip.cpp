@@ -40,7 +40,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       const int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
       std::vector<double> partial(blocks, 0.0);
       const T* data = g.data<T>();
-      parallel_for(blocks, 2, [&](int64_t b0, int64_t b1) {
+      parallel_for(blocks, 16, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) partial[b] = sum_squares(data + b * kBlock, std::min(kBlock, n - b * kBlock));
       });
       double s = 0;
@@ -58,7 +58,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     visit_dtype(g.dtype(), [&]<class T>() {
       T* p = g.data<T>();
       const T c = static_cast<T>(coef);
-      parallel_for(g.numel(), 16384, [&](int64_t i0, int64_t i1) {
+      parallel_for(g.numel(), 1 << 18, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) p[i] *= c;
       });
     });

@@ -90,7 +90,7 @@ static Tensor unary_map(const Tensor& a, F f) {
 // xsimd::batch<T>: write its calls unqualified after `using std::erf;` so ADL picks xsimd's.
 // Elements per parallel chunk of the simd maps: erf and exp cost ~1 ns each, so a chunk of this
 // size outweighs a thread wake-up many times over.
-constexpr int64_t kSimdGrain = 32768;
+constexpr int64_t kSimdGrain = 65536;
 
 template <class F>
 static Tensor simd_unary_map(const Tensor& a, F f) {

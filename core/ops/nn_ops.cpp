@@ -163,10 +163,14 @@ void cross_entropy_backward(T* dx, const T* x, const T* rmax, const T* rinv, con
 // layer_norm. x, out, dy, dx: (N, C); w, b, dw, db: (C) or null; mean, rstd: (N).
 // out = (x - mean) * rstd * w + b with the biased variance, as torch.
 
+// Elements per parallel chunk of a row-wise kernel: a few hundred microseconds of memory-bound
+// work, so a chunk outweighs the wake-up (and a late worker on a busy machine) many times over.
+constexpr int64_t kRowGrainElems = int64_t(1) << 18;
+
 template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C,
                         T eps) {
-  parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
+  parallel_for(N, std::max<int64_t>(1, kRowGrainElems / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * C;
     T* o = out + r * C;
@@ -204,7 +208,7 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   if (!w) w = ones.data();
   const int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
   std::vector<double> dw_acc(blocks * C, 0.0), db_acc(blocks * C, 0.0);
-  parallel_for(blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(kBlockRows * C, 1)), [&](int64_t b0, int64_t b1) {
+  parallel_for(blocks, std::max<int64_t>(1, kRowGrainElems / std::max<int64_t>(kBlockRows * C, 1)), [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       double* pw = dw_acc.data() + blk * C;
       double* pb = db_acc.data() + blk * C;
