@@ -211,7 +211,7 @@ int run_seq2seq(const Seq2SeqOptions& flags) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  if (o.max_iters < 0) o.max_iters = o.task == "copy" ? 800 : 2000;
+  if (o.max_iters < 0) o.max_iters = o.task == "copy" ? 1000 : o.task == "reverse" ? 2000 : 1500;
   if (o.max_iters < 1) throw UsageError("--max-iters must be at least 1");
   if (o.batch_size < 1) throw UsageError("--batch-size must be at least 1");
   if (o.d_model < 1 || o.n_head < 1 || o.d_model % o.n_head) throw UsageError("--d-model must be a positive multiple of --n-head");
