@@ -87,7 +87,10 @@ void Optimizer::load_state(const NamedTensors& state, int64_t step_count) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     fresh.emplace_back(groups_[g].params.size());
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      const auto& [name, p] = groups_[g].params[i];
+      // Plain references, not a structured binding: the lambda below captures them, which
+      // clang 14 (the fuzz build's compiler) does not allow for bindings.
+      const std::string& name = groups_[g].params[i].first;
+      const Tensor& p = groups_[g].params[i].second;
       const std::string key_m = name + ".exp_avg", key_v = name + ".exp_avg_sq";
       auto m = entries.find(key_m), v = entries.find(key_v);
       if (m == entries.end() && v == entries.end()) continue;  // this parameter has no state yet
