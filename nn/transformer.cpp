@@ -2,6 +2,9 @@
 // LayerNorm. Every sublayer is `x + dropout(f(...))`; only where the norm sits differs.
 #include "nn/transformer.h"
 
+#include "nn/init.h"
+#include "core/autograd.h"
+
 #include <cmath>
 
 #include "core/ops.h"
@@ -141,10 +144,19 @@ EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& o) : options_(o) {
   layer.seed = sub_seed(o.seed, 3);
   decoder = register_module("decoder", std::make_shared<Decoder>(layer, o.n_decoder_layers));
   generator = register_module("generator", std::make_shared<Linear>(o.d_model, o.tgt_vocab, true, &gen));
+  // The embeddings are multiplied by sqrt(d_model) in embed(); drawn N(0, 1) they would be
+  // sqrt(d_model) times the unit sinusoids and drown the positions (copy stalled at 0.81 exact
+  // match). N(0, 1/sqrt(d_model)) puts both at the same scale. (A separate generator, so the
+  // other layers' initial values do not move.)
+  Generator embed_gen(o.seed ^ 0xe4bedULL);
+  NoGradGuard no_grad;
+  const double sd = 1.0 / std::sqrt(static_cast<double>(o.d_model));
+  normal_(src_embed->weight, sd, embed_gen);
+  normal_(tgt_embed->weight, sd, embed_gen);
 }
 
-// dropout(embedding * sqrt(d_model) + PE): the paper's input scaling, so the embeddings are not
-// drowned by the unit-amplitude positional encoding.
+// dropout(embedding * sqrt(d_model) + PE): the paper's input scaling; with the N(0, 1/sqrt(d_model))
+// init above, token vectors and the unit-amplitude positional encoding start at the same scale.
 Tensor EncoderDecoder::embed(Embedding& table, const std::vector<int32_t>& ids, int64_t B, int64_t T) {
   HEED_CHECK(B > 0 && T > 0 && static_cast<int64_t>(ids.size()) == B * T, "EncoderDecoder: ", ids.size(),
              " ids for B=", B, ", T=", T);

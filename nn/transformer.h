@@ -115,8 +115,8 @@ struct EncoderDecoderOptions {
   uint64_t seed = 0;       ///< seeds every weight init and dropout in the model
 };
 
-/// The sequence-to-sequence Transformer. Children: "src_embed", "tgt_embed" (Embeddings, scaled
-/// by sqrt(d_model)), "pos_encoding" (sinusoidal), "dropout" (on embeddings + positions),
+/// The sequence-to-sequence Transformer. Children: "src_embed", "tgt_embed" (Embeddings drawn
+/// normal(0, 1/sqrt(d_model)), scaled by sqrt(d_model) on the way in), "pos_encoding" (sinusoidal), "dropout" (on embeddings + positions),
 /// "encoder", "decoder", "generator" (Linear d_model -> tgt_vocab, producing logits).
 class EncoderDecoder : public Module {
  public:

@@ -49,16 +49,6 @@ nn::EncoderDecoderOptions seq2seq_model_options(const Seq2SeqOptions& o) {
   return m;
 }
 
-void init_seq2seq_embeddings(nn::EncoderDecoder& model, uint64_t seed) {
-  // nn::Embedding draws normal(0, 1), and the model multiplies by sqrt(d_model): token vectors
-  // would then be ~sqrt(d_model) times larger than the unit sinusoids and drown the positions
-  // that copy and reverse depend on. normal(0, 1/sqrt(d_model)) gives both the same scale.
-  Generator gen(seed ^ 0xe4bedULL);
-  NoGradGuard no_grad;
-  const double sd = 1.0 / std::sqrt(double(model.options().d_model));
-  nn::normal_(model.src_embed->weight, sd, gen);
-  nn::normal_(model.tgt_embed->weight, sd, gen);
-}
 
 Seq2SeqBatch make_batch(const std::vector<Example>& examples) {
   Seq2SeqBatch b;
@@ -225,7 +215,6 @@ int run_seq2seq(const Seq2SeqOptions& flags) {
   const double start = now_s();
   Seq2SeqData data(o.task, o.test_examples, o.seed);
   nn::EncoderDecoder model(seq2seq_model_options(o));
-  init_seq2seq_embeddings(model, o.seed);
   model.train();
   optim::AdamW opt(optim::param_groups_nanogpt(model.named_parameters(), 0.01), o.lr, 0.9, 0.98);
   auto params = model.parameters();

@@ -36,8 +36,6 @@ struct Seq2SeqBatch {
 };
 
 nn::EncoderDecoderOptions seq2seq_model_options(const Seq2SeqOptions& o);
-/// Redraws the source and target embeddings normal(0, 1/sqrt(d_model)) (see seq2seq.cpp).
-void init_seq2seq_embeddings(nn::EncoderDecoder& model, uint64_t seed);
 /// Pads a batch: source ids, BOS + target as decoder input, target + EOS as decoder output.
 Seq2SeqBatch make_batch(const std::vector<Example>& examples);
 /// Greedy decoding of a batch of sources (at most `max_out` characters each).

@@ -306,7 +306,6 @@ TEST_CASE("padding masks: a padded batch gives each example the logits it gets a
   Seq2SeqOptions o;
   o.d_model = 32, o.n_head = 4, o.n_layer = 2, o.seed = 3;
   nn::EncoderDecoder model(seq2seq_model_options(o));
-  init_seq2seq_embeddings(model, o.seed);
   model.eval();
   NoGradGuard no_grad;
   const std::vector<Example> ex = {{"Sunday, November 22, 2026", "2026-11-22"}, {"22.11.26", "2026-11-22"},
@@ -343,7 +342,6 @@ TEST_CASE("a seq2seq checkpoint round-trips, and bad metadata is an error naming
   Seq2SeqOptions o;
   o.task = "reverse", o.d_model = 16, o.n_head = 2, o.n_layer = 1, o.seed = 9;
   nn::EncoderDecoder model(seq2seq_model_options(o));
-  init_seq2seq_embeddings(model, o.seed);
   model.eval();
   save_seq2seq(dir / "m.safetensors", model, o);
   Seq2SeqOptions back;

@@ -163,7 +163,6 @@ TEST_CASE("heed attention on a seq2seq checkpoint: cross-attention, source by ou
   Seq2SeqOptions o;
   o.task = "dates", o.d_model = 16, o.n_head = 2, o.n_layer = 2, o.seed = 3;
   nn::EncoderDecoder model(seq2seq_model_options(o));
-  init_seq2seq_embeddings(model, o.seed);
   model.eval();
   save_seq2seq(dir / "model.safetensors", model, o);
   const std::string text = "Nov 22, 2026";
