@@ -18,7 +18,6 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
-#include "nn/init.h"
 #include "run_state.h"
 #include "seq2seq.h"
 #include "seq2seq_tasks.h"
