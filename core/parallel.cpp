@@ -154,4 +154,15 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   Pool::instance().run(chunks, chunk);
 }
 
+void parallel_for_blocks(int64_t n, int64_t block, int64_t min_parallel,
+                         const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  block = std::max<int64_t>(block, 1);
+  const int64_t blocks = (n + block - 1) / block;
+  const int64_t grain = std::max<int64_t>(1, (std::max<int64_t>(min_parallel, 1) + block - 1) / block);
+  parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) fn(b * block, std::min(n, (b + 1) * block));
+  });
+}
+
 }  // namespace heed

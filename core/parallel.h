@@ -20,4 +20,11 @@ int num_threads();
 /// chunk is rethrown here (the first one, after every chunk has finished).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
 
+/// Calls fn(begin, end) once for every fixed block [k block, min(n, (k + 1) block)) of [0, n),
+/// the blocks spread over the threads (in parallel only once n reaches min_parallel). Block
+/// boundaries never depend on the thread count, so neither do per-block results: vector-or-tail
+/// paths, or partial sums that the caller adds up in block order.
+void parallel_for_blocks(int64_t n, int64_t block, int64_t min_parallel,
+                         const std::function<void(int64_t begin, int64_t end)>& fn);
+
 }  // namespace heed

@@ -232,12 +232,8 @@ void Adam::step() {
         const T* gp = grad.data<T>();
         T* mp = s.exp_avg.data<T>();
         T* vp = s.exp_avg_sq.data<T>();
-        // Fixed blocks, not per-thread ranges: every element takes the same (vector or tail) path
-        // whatever the thread count, so results do not depend on it.
-        constexpr int64_t kBlock = 8192;
-        const int64_t n = p.numel();
-        parallel_for((n + kBlock - 1) / kBlock, 32, [&](int64_t b0, int64_t b1) {
-          const int64_t i0 = b0 * kBlock, i1 = std::min(n, b1 * kBlock);
+        // Fixed blocks: every element takes the same (vector or tail) path on any thread count.
+        parallel_for_blocks(p.numel(), 8192, int64_t(1) << 18, [&](int64_t i0, int64_t i1) {
           if (l2) adam_kernel<true>(pp + i0, gp + i0, mp + i0, vp + i0, i1 - i0, c);
           else adam_kernel<false>(pp + i0, gp + i0, mp + i0, vp + i0, i1 - i0, c);
         });

@@ -37,12 +37,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     total += visit_dtype(g.dtype(), [&]<class T>() {
       // Partial sums over fixed blocks, added in order: the same norm on any thread count.
       constexpr int64_t kBlock = 16384;
-      const int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
-      std::vector<double> partial(blocks, 0.0);
+      std::vector<double> partial((g.numel() + kBlock - 1) / kBlock, 0.0);
       const T* data = g.data<T>();
-      parallel_for(blocks, 16, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) partial[b] = sum_squares(data + b * kBlock, std::min(kBlock, n - b * kBlock));
-      });
+      parallel_for_blocks(g.numel(), kBlock, int64_t(1) << 18,
+                          [&](int64_t i0, int64_t i1) { partial[i0 / kBlock] = sum_squares(data + i0, i1 - i0); });
       double s = 0;
       for (double x : partial) s += x;
       return s;

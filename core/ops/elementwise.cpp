@@ -88,26 +88,27 @@ static Tensor unary_map(const Tensor& a, F f) {
 // out = f(a) (or f(a, b) for same-shaped a, b) with xsimd batches over contiguous data, for
 // functions the compiler cannot vectorise itself (erf, exp, tanh). `f` must accept both T and
 // xsimd::batch<T>: write its calls unqualified after `using std::erf;` so ADL picks xsimd's.
-// Elements per parallel chunk of the simd maps: erf and exp cost ~1 ns each, so a chunk of this
-// size outweighs a thread wake-up many times over.
-constexpr int64_t kSimdGrain = 65536;
+// Blocks of kSimdBlock elements (a multiple of any batch width, so only the very end takes the
+// scalar tail) spread over the threads once there are kSimdParallel elements: erf and exp cost
+// ~1 ns each, so such a job outweighs a thread wake-up many times over.
+constexpr int64_t kSimdBlock = 4096, kSimdParallel = 65536;
+
+template <class T, class F, class... In>
+static void simd_apply(T* out, int64_t n, F f, const In*... in) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  parallel_for_blocks(n, kSimdBlock, kSimdParallel, [&](int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + W <= i1; i += W) f(B::load_unaligned(in + i)...).store_unaligned(out + i);
+    for (; i < i1; ++i) out[i] = f(in[i]...);
+  });
+}
 
 template <class F>
 static Tensor simd_unary_map(const Tensor& a, F f) {
   const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  visit_dtype(x.dtype(), [&]<class T>() {
-    using B = xsimd::batch<T>;
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    const int64_t W = static_cast<int64_t>(B::size);
-    parallel_for(x.numel() / W + 1, kSimdGrain / W, [&](int64_t begin, int64_t end) {
-      const int64_t e = std::min(end * W, x.numel());
-      int64_t i = begin * W;
-      for (; i + W <= e; i += W) f(B::load_unaligned(px + i)).store_unaligned(po + i);
-      for (; i < e; ++i) po[i] = f(px[i]);
-    });
-  });
+  visit_dtype(x.dtype(), [&]<class T>() { simd_apply(out.data<T>(), x.numel(), f, x.data<T>()); });
   return out;
 }
 
@@ -117,19 +118,7 @@ static Tensor simd_binary_map(const Tensor& a, const Tensor& b, const char* op, 
   const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
   const Tensor y = b.is_contiguous() ? b : b.detach().contiguous();
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  visit_dtype(x.dtype(), [&]<class T>() {
-    using B = xsimd::batch<T>;
-    const T* px = x.data<T>();
-    const T* py = y.data<T>();
-    T* po = out.data<T>();
-    const int64_t W = static_cast<int64_t>(B::size);
-    parallel_for(x.numel() / W + 1, kSimdGrain / W, [&](int64_t begin, int64_t end) {
-      const int64_t e = std::min(end * W, x.numel());
-      int64_t i = begin * W;
-      for (; i + W <= e; i += W) f(B::load_unaligned(px + i), B::load_unaligned(py + i)).store_unaligned(po + i);
-      for (; i < e; ++i) po[i] = f(px[i], py[i]);
-    });
-  });
+  visit_dtype(x.dtype(), [&]<class T>() { simd_apply(out.data<T>(), x.numel(), f, x.data<T>(), y.data<T>()); });
   return out;
 }
 

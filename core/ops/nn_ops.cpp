@@ -171,23 +171,23 @@ template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C,
                         T eps) {
   parallel_for(N, std::max<int64_t>(1, kRowGrainElems / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* xr = x + r * C;
-    T* o = out + r * C;
-    const T m = row_sum(xr, C) / static_cast<T>(C);
-    const T s = T(1) / std::sqrt(row_sq_dev(xr, m, C) / static_cast<T>(C) + eps);
-    mean[r] = m;
-    rstd[r] = s;
-    if (w && b) {
-      for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s * w[i] + b[i];
-    } else if (w) {
-      for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s * w[i];
-    } else if (b) {
-      for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s + b[i];
-    } else {
-      for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * C;
+      T* o = out + r * C;
+      const T m = row_sum(xr, C) / static_cast<T>(C);
+      const T s = T(1) / std::sqrt(row_sq_dev(xr, m, C) / static_cast<T>(C) + eps);
+      mean[r] = m;
+      rstd[r] = s;
+      if (w && b) {
+        for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s * w[i] + b[i];
+      } else if (w) {
+        for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s * w[i];
+      } else if (b) {
+        for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s + b[i];
+      } else {
+        for (int64_t i = 0; i < C; ++i) o[i] = (xr[i] - m) * s;
+      }
     }
-  }
   });
 }
 
@@ -208,36 +208,34 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   if (!w) w = ones.data();
   const int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
   std::vector<double> dw_acc(blocks * C, 0.0), db_acc(blocks * C, 0.0);
-  parallel_for(blocks, std::max<int64_t>(1, kRowGrainElems / std::max<int64_t>(kBlockRows * C, 1)), [&](int64_t b0, int64_t b1) {
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      double* pw = dw_acc.data() + blk * C;
-      double* pb = db_acc.data() + blk * C;
-      for (int64_t r = blk * kBlockRows, r1 = std::min(N, r + kBlockRows); r < r1; ++r) {
-        const T* g = dy + r * C;
-        const T* xr = x + r * C;
-        T* d = dx + r * C;
-        const T m = mean[r], s = rstd[r];
-        const Batch<T> mb(m), sb(s);
-        Batch<T> a0(T(0)), a1(T(0));
-        int64_t i = 0;
-        for (; i + W <= C; i += W) {
-          const Batch<T> dv = Batch<T>::load_unaligned(g + i) * Batch<T>::load_unaligned(w + i);
-          const Batch<T> nv = (Batch<T>::load_unaligned(xr + i) - mb) * sb;
-          a0 += dv;
-          a1 = xsimd::fma(dv, nv, a1);
-        }
-        T sum_dn = xsimd::hadd(a0), sum_dn_norm = xsimd::hadd(a1);
-        for (; i < C; ++i) {
-          sum_dn += g[i] * w[i];
-          sum_dn_norm += g[i] * w[i] * ((xr[i] - m) * s);
-        }
-        const T mean_dn = sum_dn / static_cast<T>(C), mean_dn_norm = sum_dn_norm / static_cast<T>(C);
-        for (int64_t k = 0; k < C; ++k) {
-          const T nk = (xr[k] - m) * s;
-          d[k] = (g[k] * w[k] - mean_dn - nk * mean_dn_norm) * s;
-          pw[k] += static_cast<double>(g[k] * nk);
-          pb[k] += static_cast<double>(g[k]);
-        }
+  parallel_for_blocks(N, kBlockRows, kRowGrainElems / std::max<int64_t>(C, 1), [&](int64_t r0, int64_t r1) {
+    double* pw = dw_acc.data() + r0 / kBlockRows * C;
+    double* pb = db_acc.data() + r0 / kBlockRows * C;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* g = dy + r * C;
+      const T* xr = x + r * C;
+      T* d = dx + r * C;
+      const T m = mean[r], s = rstd[r];
+      const Batch<T> mb(m), sb(s);
+      Batch<T> a0(T(0)), a1(T(0));
+      int64_t i = 0;
+      for (; i + W <= C; i += W) {
+        const Batch<T> dv = Batch<T>::load_unaligned(g + i) * Batch<T>::load_unaligned(w + i);
+        const Batch<T> nv = (Batch<T>::load_unaligned(xr + i) - mb) * sb;
+        a0 += dv;
+        a1 = xsimd::fma(dv, nv, a1);
+      }
+      T sum_dn = xsimd::hadd(a0), sum_dn_norm = xsimd::hadd(a1);
+      for (; i < C; ++i) {
+        sum_dn += g[i] * w[i];
+        sum_dn_norm += g[i] * w[i] * ((xr[i] - m) * s);
+      }
+      const T mean_dn = sum_dn / static_cast<T>(C), mean_dn_norm = sum_dn_norm / static_cast<T>(C);
+      for (int64_t k = 0; k < C; ++k) {
+        const T nk = (xr[k] - m) * s;
+        d[k] = (g[k] * w[k] - mean_dn - nk * mean_dn_norm) * s;
+        pw[k] += static_cast<double>(g[k] * nk);
+        pb[k] += static_cast<double>(g[k]);
       }
     }
   });

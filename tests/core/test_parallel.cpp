@@ -89,3 +89,26 @@ TEST_CASE("attention and gelu give the same bits on 1 and 3 threads", "[parallel
   REQUIRE(one.size() == three.size());
   for (size_t i = 0; i < one.size(); ++i) REQUIRE(one[i] == three[i]);
 }
+
+TEST_CASE("parallel_for_blocks hands out the same fixed blocks on any thread count", "[parallel]") {
+  ThreadsGuard guard;
+  auto blocks_seen = [](int threads) {
+    set_num_threads(threads);
+    std::vector<std::atomic<int64_t>> ends(10);  // block k -> the end it was given
+    for (auto& e : ends) e = -1;
+    parallel_for_blocks(1000, 100, 1, [&](int64_t b, int64_t e) {
+      REQUIRE(b % 100 == 0);
+      ends[static_cast<size_t>(b / 100)] = e;
+    });
+    std::vector<int64_t> out;
+    for (auto& e : ends) out.push_back(e);
+    return out;
+  };
+  const std::vector<int64_t> want = {100, 200, 300, 400, 500, 600, 700, 800, 900, 1000};
+  CHECK(blocks_seen(1) == want);
+  CHECK(blocks_seen(3) == want);
+  set_num_threads(2);
+  int64_t last_end = -1;  // a short last block, and inline when below min_parallel
+  parallel_for_blocks(250, 100, 1 << 20, [&](int64_t, int64_t e) { last_end = e; });
+  CHECK(last_end == 250);
+}
