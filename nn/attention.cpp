@@ -330,12 +330,10 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
       // Fully covered (fused qkv, or a plain projection): every element is written below.
       grads[i] = covered == shape[2] ? Tensor::empty(shape, g.dtype()) : Tensor::zeros(shape, g.dtype());
     }
-    Tensor gatt = Tensor::empty({B, nh, Tq, Tk}, g.dtype());
     visit_dtype(g.dtype(), [&]<class T>() {
       constexpr int64_t W = kernels::Batch<T>::size;
       const int64_t Tkp = (Tk + W - 1) / W * W, Tqp = (Tq + W - 1) / W * W;
       const T* G = g.data<T>();
-      T* GA = gatt.data<T>();
       T* dq = grads[src[0]].data<T>();
       T* dk = grads[src[1]].data<T>();
       T* dv = grads[src[2]].data<T>();
@@ -344,9 +342,10 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
       parallel_for(B * nh, head_grain(Tq, Tk, hd), [&](int64_t begin, int64_t end) {
         std::vector<T> vt(static_cast<size_t>(hd * Tkp));
         std::vector<T> pt(static_cast<size_t>(Tk * Tqp));  // a (Tq, Tk) matrix transposed
+        std::vector<T> ds_head(static_cast<size_t>(Tq * Tk));  // one head's d(scores), reused
         for (int64_t bh = begin; bh < end; ++bh) {
           const int64_t b = bh / nh, h = bh % nh;
-          T* ds = GA + bh * Tq * Tk;
+          T* ds = ds_head.data();
           const T* qh = qd.data<T>() + b * qd.strides()[0] + offs[0] + h * hd;
           const T* kh = kd.data<T>() + b * kd.strides()[0] + offs[1] + h * hd;
           const T* vh = vd.data<T>() + b * vd.strides()[0] + offs[2] + h * hd;
