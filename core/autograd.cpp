@@ -126,15 +126,14 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     HEED_CHECK(node->backward_, "backward: the graph through '", node->name(),
                "' was already freed by an earlier backward; pass retain_graph = true to the first one");
     const double t0 = g_op_timer ? now_seconds() : 0.0;
-    g_in_backward = true;
     std::vector<Tensor> in_grads;
-    try {
+    {
+      struct InBackward {  // cleared on every exit, a throwing backward included
+        InBackward() { g_in_backward = true; }
+        ~InBackward() { g_in_backward = false; }
+      } in_backward;
       in_grads = node->backward_(g);
-    } catch (...) {
-      g_in_backward = false;
-      throw;
     }
-    g_in_backward = false;
     if (g_op_timer) {
       g_last_record = now_seconds();
       g_op_timer(node->name(), "backward", g_last_record - t0);
