@@ -40,15 +40,18 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors, metadata):
-    """Writes float32 tensors (contiguous copies) with string metadata."""
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        data = t.detach().to(torch.float32).contiguous().numpy().tobytes()
+    """Float32 tensors (contiguous copies) and string metadata, laid out as the safetensors library
+    does: the header's keys sorted with __metadata__ first, data in name order, the header padded
+    with spaces to a multiple of 8."""
+    names = sorted(tensors)
+    header, blobs, offset = {"__metadata__": dict(metadata)}, [], 0
+    for name in names:
+        t = tensors[name].detach().to(torch.float32).contiguous()
+        data = t.numpy().tobytes()
         header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
-    header["__metadata__"] = dict(metadata)
-    text = json.dumps(header).encode()
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)))

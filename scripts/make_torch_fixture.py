@@ -24,14 +24,13 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from heed_torch import GPT, Config  # noqa: E402
+from heed_torch import GPT, Config, write_safetensors  # noqa: E402
 
 TEXT = (
     "Über den Bergen liegt Ruh; in allen Wipfeln spürest du kaum einen Hauch.\n"
@@ -52,26 +51,6 @@ MODELS = {
     "torch_fixture_compiled.safetensors": dict(n_layer=1, n_head=2, n_embd=16, block_size=16, bias=False,
                                               style="compiled", seed=2),
 }
-
-
-def write_safetensors(path, tensors, metadata):
-    """Float32 tensors and string metadata, laid out as the safetensors library does: the header's
-    keys sorted with __metadata__ first, data in name order, header padded with spaces to 8."""
-    names = sorted(tensors)
-    header, blobs, offset = {"__metadata__": dict(metadata)}, [], 0
-    for name in names:
-        t = tensors[name].detach().to(torch.float32).contiguous()
-        data = t.numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
 
 
 def train(model, ids, steps, seed):
