@@ -4,6 +4,7 @@
 // so a crash between the two leaves a state that is complete on its own.
 #pragma once
 
+#include <chrono>
 #include <csignal>
 #include <map>
 #include <string>
@@ -13,6 +14,12 @@
 #include "nn/gpt.h"
 
 namespace heed::cli {
+
+/// Seconds on a monotonic clock: progress lines, elapsed_s, timings.
+inline double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
 
 /// Path helpers for a run directory.
 std::string model_path(const std::string& dir);

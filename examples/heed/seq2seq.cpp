@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -27,10 +26,6 @@ namespace heed::cli {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-static double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
 
 nn::EncoderDecoderOptions seq2seq_model_options(const Seq2SeqOptions& o) {
   nn::EncoderDecoderOptions m;

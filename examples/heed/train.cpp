@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -31,10 +30,6 @@ namespace heed::cli {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-static double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
 
 static void require_usage(bool ok, const std::string& msg) {
   if (!ok) throw UsageError(msg);
