@@ -4,8 +4,11 @@
 
 #include <cblas.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -46,8 +49,11 @@ namespace {
 
 thread_local bool t_inside_chunk = false;
 
-// Workers wait on a condition variable for a new generation of work; each takes chunk
-// (its index + 1) of the current job. Started on first use, joined at exit.
+// Workers wait for a new generation of work; each takes chunk (its index + 1) of the current
+// job. A training step launches many short jobs back to back, and waking a sleeping thread costs
+// tens of microseconds (more on a VM whose other vCPU is idle), so workers and the caller first
+// spin briefly on the atomics, then sleep on condition variables. Started on first use, joined
+// at exit.
 class Pool {
  public:
   static Pool& instance() {
@@ -62,9 +68,9 @@ class Pool {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &chunk;
       job_chunks_ = chunks;
-      pending_ = chunks - 1;
+      pending_.store(chunks - 1, std::memory_order_relaxed);
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     std::exception_ptr mine;
@@ -75,8 +81,9 @@ class Pool {
       mine = std::current_exception();
     }
     t_inside_chunk = false;
+    spin_while([&] { return pending_.load(std::memory_order_acquire) != 0; });
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
+    done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
     job_ = nullptr;
     if (mine) std::rethrow_exception(mine);
     if (error_) std::rethrow_exception(error_);
@@ -85,13 +92,24 @@ class Pool {
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+      stop_.store(true, std::memory_order_release);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
   }
 
  private:
+  // Spins while busy() holds, for at most 50 microseconds (a clock read every 64 pauses: a
+  // pause lasts from ~10 to ~140 cycles depending on the CPU).
+  template <class Busy>
+  static void spin_while(Busy busy) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    for (int i = 1; busy(); ++i) {
+      _mm_pause();
+      if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return;
+    }
+  }
+
   void ensure_workers(int n) {
     while (static_cast<int>(workers_.size()) < n) {
       const int index = static_cast<int>(workers_.size());
@@ -103,11 +121,15 @@ class Pool {
     uint64_t seen = 0;
     for (;;) {
       const std::function<void(int)>* job;
+      auto idle = [&] {
+        return !stop_.load(std::memory_order_acquire) && generation_.load(std::memory_order_acquire) == seen;
+      };
+      spin_while(idle);
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
+        wake_.wait(lock, [&] { return !idle(); });
+        if (stop_.load(std::memory_order_relaxed)) return;
+        seen = generation_.load(std::memory_order_relaxed);
         if (index + 1 >= job_chunks_) continue;  // this job needs fewer workers
         job = job_;
       }
@@ -122,7 +144,7 @@ class Pool {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (err && !error_) error_ = err;
-        if (--pending_ == 0) done_.notify_one();
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
       }
     }
   }
@@ -131,9 +153,10 @@ class Pool {
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
-  int job_chunks_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  int job_chunks_ = 0;
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
   std::exception_ptr error_;
 };
 
