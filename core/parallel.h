@@ -1,6 +1,6 @@
 // heed: threads. One setting drives every matrix product and heed's own kernels, so a run can be
 // pinned to a core budget in one place. All of it runs on one small pool of worker threads that
-// sleep (no spinning) between jobs; OpenBLAS is called single-threaded from inside it.
+// spin briefly, then sleep, between jobs; OpenBLAS is called single-threaded from inside it.
 #pragma once
 
 #include <cstdint>

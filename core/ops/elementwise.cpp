@@ -122,6 +122,18 @@ static Tensor simd_binary_map(const Tensor& a, const Tensor& b, const char* op, 
   return out;
 }
 
+// Arithmetic (f written for both T and xsimd batches): same-shaped contiguous operands, the
+// common case (residual adds, gradient sums), take the xsimd blocks over the threads; the rest
+// (broadcasting, strided views) binary_map's row loops.
+template <class F>
+static Tensor arithmetic_map(const Tensor& a, const Tensor& b, const char* op, F f) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype() || !a.is_contiguous() || !b.is_contiguous())
+    return binary_map(a, b, op, f);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() { simd_apply(out.data<T>(), a.numel(), f, a.data<T>(), b.data<T>()); });
+  return out;
+}
+
 // ------------------------------------------------------------------------------------------
 // sum_to: the backward of broadcasting
 
@@ -159,21 +171,21 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 // binary arithmetic
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_map(a, b, "add", [](auto x, auto y) { return x + y; });
+  Tensor out = arithmetic_map(a, b, "add", [](auto x, auto y) { return x + y; });
   return record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_map(a, b, "sub", [](auto x, auto y) { return x - y; });
+  Tensor out = arithmetic_map(a, b, "sub", [](auto x, auto y) { return x - y; });
   return record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
   });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_map(a, b, "mul", [](auto x, auto y) { return x * y; });
+  Tensor out = arithmetic_map(a, b, "mul", [](auto x, auto y) { return x * y; });
   // d(ab) = b da + a db
   return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(mul(g, b), a.shape()), sum_to(mul(g, a), b.shape())};
@@ -181,7 +193,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_map(a, b, "div", [](auto x, auto y) { return x / y; });
+  Tensor out = arithmetic_map(a, b, "div", [](auto x, auto y) { return x / y; });
   // d(a/b) = da / b - a db / b^2
   return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor& g) {
     Tensor ga = div(g, b);

@@ -155,8 +155,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     }
   };
   // OpenBLAS runs single-threaded (see core/parallel.cpp); the pool splits the larger of C's two
-  // sides into independent products, each worth a thread wake-up (kGemmGrain multiply-adds).
-  constexpr int64_t kGemmGrain = int64_t(1) << 21;
+  // sides into independent products of at least kGemmGrain multiply-adds (a few microseconds:
+  // the pool's workers spin between jobs, so a hand-off costs less than that).
+  constexpr int64_t kGemmGrain = int64_t(1) << 19;
   const int64_t per_row = n * k, per_col = m * k;
   if (m >= n) {
     parallel_for(m, std::max<int64_t>(1, kGemmGrain / per_row), [&](int64_t r0, int64_t r1) { call(r0, r1, 0, n); });
