@@ -190,4 +190,25 @@ void parallel_for_blocks(int64_t n, int64_t block, int64_t min_parallel,
   });
 }
 
+void parallel_for_blocks(const std::vector<int64_t>& lengths, int64_t block, int64_t min_parallel,
+                         const std::function<void(size_t, int64_t, int64_t)>& fn) {
+  block = std::max<int64_t>(block, 1);
+  struct Block {
+    size_t array;
+    int64_t begin, end;
+  };
+  std::vector<Block> blocks;
+  int64_t total = 0;
+  for (size_t a = 0; a < lengths.size(); ++a) {
+    for (int64_t b = 0; b < lengths[a]; b += block) blocks.push_back({a, b, std::min(lengths[a], b + block)});
+    total += std::max<int64_t>(lengths[a], 0);
+  }
+  if (blocks.empty()) return;
+  // Blocks are at most `block` long, so equal counts of them are roughly equal work.
+  const int64_t grain = total >= min_parallel ? 1 : static_cast<int64_t>(blocks.size());
+  parallel_for(static_cast<int64_t>(blocks.size()), grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) fn(blocks[b].array, blocks[b].begin, blocks[b].end);
+  });
+}
+
 }  // namespace heed

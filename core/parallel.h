@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace heed {
 
@@ -26,5 +27,12 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t beg
 /// paths, or partial sums that the caller adds up in block order.
 void parallel_for_blocks(int64_t n, int64_t block, int64_t min_parallel,
                          const std::function<void(int64_t begin, int64_t end)>& fn);
+
+/// parallel_for_blocks over several arrays in one job: fn(array, begin, end) for every fixed
+/// block of every array, where array `a` has lengths[a] elements (in parallel once the total
+/// reaches min_parallel). For the optimizer's many small parameters, which one at a time would
+/// each be too small to split.
+void parallel_for_blocks(const std::vector<int64_t>& lengths, int64_t block, int64_t min_parallel,
+                         const std::function<void(size_t array, int64_t begin, int64_t end)>& fn);
 
 }  // namespace heed

@@ -208,11 +208,22 @@ void Adam::step() {
     }
 
   ++step_count_;
+  // Every parameter's update in one job over fixed blocks: a model's parameters are mostly too
+  // small to split one at a time. Each element takes the same (vector or tail) path on any
+  // thread count, so the result does not depend on it.
+  struct Update {
+    Tensor p, grad;
+    ParamState* state;
+    double step_size, bc2_sqrt, decay, wd;
+    bool l2;
+  };
+  std::vector<Update> updates;
+  std::vector<int64_t> lengths;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const double wd = groups_[g].weight_decay;
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = groups_[g].params[i].second;
-      const Tensor grad = p.grad();
+      Tensor grad = p.grad();
       if (!grad.defined()) continue;
       ParamState& s = state_[g][i];
       if (!s.exp_avg.defined()) {
@@ -224,22 +235,24 @@ void Adam::step() {
       const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(s.step));
       // Adam without decay takes the decoupled path with decay 1 (p*1 is exact): PyTorch skips
       // the L2 term when wd == 0, and g + 0*p would differ for an infinite p.
-      const bool l2 = !decoupled_ && wd != 0;
-      visit_dtype(p.dtype(), [&]<class T>() {
-        const Coeffs<T> c{T(beta1_), T(1.0 - beta1_), T(beta2_), T(1.0 - beta2_), T(lr_ / bc1),
-                          T(std::sqrt(bc2)), T(eps_), T(decoupled_ ? 1.0 - lr_ * wd : 1.0), T(wd)};
-        T* pp = p.data<T>();
-        const T* gp = grad.data<T>();
-        T* mp = s.exp_avg.data<T>();
-        T* vp = s.exp_avg_sq.data<T>();
-        // Fixed blocks: every element takes the same (vector or tail) path on any thread count.
-        parallel_for_blocks(p.numel(), 8192, int64_t(1) << 18, [&](int64_t i0, int64_t i1) {
-          if (l2) adam_kernel<true>(pp + i0, gp + i0, mp + i0, vp + i0, i1 - i0, c);
-          else adam_kernel<false>(pp + i0, gp + i0, mp + i0, vp + i0, i1 - i0, c);
-        });
-      });
+      updates.push_back({p, std::move(grad), &s, lr_ / bc1, std::sqrt(bc2), decoupled_ ? 1.0 - lr_ * wd : 1.0, wd,
+                         !decoupled_ && wd != 0});
+      lengths.push_back(p.numel());
     }
   }
+  parallel_for_blocks(lengths, 8192, int64_t(1) << 16, [&](size_t u, int64_t i0, int64_t i1) {
+    const Update& up = updates[u];
+    visit_dtype(up.p.dtype(), [&]<class T>() {
+      const Coeffs<T> c{T(beta1_), T(1.0 - beta1_), T(beta2_), T(1.0 - beta2_), T(up.step_size),
+                        T(up.bc2_sqrt), T(eps_), T(up.decay), T(up.wd)};
+      T* pp = up.p.data<T>() + i0;
+      const T* gp = up.grad.data<T>() + i0;
+      T* mp = up.state->exp_avg.data<T>() + i0;
+      T* vp = up.state->exp_avg_sq.data<T>() + i0;
+      if (up.l2) adam_kernel<true>(pp, gp, mp, vp, i1 - i0, c);
+      else adam_kernel<false>(pp, gp, mp, vp, i1 - i0, c);
+    });
+  });
 }
 
 }  // namespace heed::optim

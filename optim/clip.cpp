@@ -26,40 +26,42 @@ double sum_squares(const T* g, int64_t n) {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   HEED_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   std::vector<Tensor> grads;
-  grads.reserve(params.size());
-  double total = 0;
+  std::vector<int64_t> lengths;
   for (size_t i = 0; i < params.size(); ++i) {
     HEED_CHECK(params[i].defined(), "clip_grad_norm: parameter ", i, " is an undefined tensor");
     Tensor g = params[i].grad();
     if (!g.defined()) continue;
     HEED_CHECK(g.is_contiguous(), "clip_grad_norm: the gradient of parameter ", i, " (", to_string(g.shape()),
                ") is not contiguous");
-    total += visit_dtype(g.dtype(), [&]<class T>() {
-      // Partial sums over fixed blocks, added in order: the same norm on any thread count.
-      constexpr int64_t kBlock = 16384;
-      std::vector<double> partial((g.numel() + kBlock - 1) / kBlock, 0.0);
-      const T* data = g.data<T>();
-      parallel_for_blocks(g.numel(), kBlock, int64_t(1) << 18,
-                          [&](int64_t i0, int64_t i1) { partial[i0 / kBlock] = sum_squares(data + i0, i1 - i0); });
-      double s = 0;
-      for (double x : partial) s += x;
-      return s;
-    });
+    lengths.push_back(g.numel());
     grads.push_back(std::move(g));
+  }
+  // Partial sums over fixed blocks of every gradient in one job, then added in order: the same
+  // norm on any thread count.
+  constexpr int64_t kBlock = 16384, kParallel = int64_t(1) << 16;
+  std::vector<std::vector<double>> partial(grads.size());
+  for (size_t a = 0; a < grads.size(); ++a) partial[a].assign((lengths[a] + kBlock - 1) / kBlock, 0.0);
+  parallel_for_blocks(lengths, kBlock, kParallel, [&](size_t a, int64_t i0, int64_t i1) {
+    partial[a][i0 / kBlock] = visit_dtype(grads[a].dtype(), [&]<class T>() { return sum_squares(grads[a].data<T>() + i0, i1 - i0); });
+  });
+  double total = 0;
+  for (const auto& sums : partial) {
+    double s = 0;
+    for (double x : sums) s += x;
+    total += s;
   }
   const double norm = std::sqrt(total);
   // PyTorch's rule: multiply by min(1, max_norm / (norm + 1e-6)); a factor of 1 changes nothing,
   // so skip the pass. A NaN norm gives a NaN factor and, as in PyTorch, NaN gradients.
   const double coef = max_norm / (norm + 1e-6);
   if (!(coef < 1.0) && !std::isnan(coef)) return norm;
-  for (Tensor& g : grads)
-    visit_dtype(g.dtype(), [&]<class T>() {
-      T* p = g.data<T>();
+  parallel_for_blocks(lengths, kBlock, kParallel, [&](size_t a, int64_t i0, int64_t i1) {
+    visit_dtype(grads[a].dtype(), [&]<class T>() {
+      T* p = grads[a].data<T>();
       const T c = static_cast<T>(coef);
-      parallel_for(g.numel(), 1 << 18, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) p[i] *= c;
-      });
+      for (int64_t i = i0; i < i1; ++i) p[i] *= c;
     });
+  });
   return norm;
 }
 

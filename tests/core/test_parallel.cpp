@@ -112,3 +112,26 @@ TEST_CASE("parallel_for_blocks hands out the same fixed blocks on any thread cou
   parallel_for_blocks(250, 100, 1 << 20, [&](int64_t, int64_t e) { last_end = e; });
   CHECK(last_end == 250);
 }
+
+TEST_CASE("parallel_for_blocks over several arrays covers each block of each array once", "[parallel]") {
+  ThreadsGuard guard;
+  const std::vector<int64_t> lengths = {250, 0, 100, 7, 1000};
+  auto coverage = [&](int threads) {
+    set_num_threads(threads);
+    // visits[a][i] counts how often element i of array a was handed out; starts[a] records the
+    // blocks' first elements, which must be the fixed multiples of the block size.
+    std::vector<std::vector<std::atomic<int>>> visits;
+    for (int64_t n : lengths) visits.emplace_back(static_cast<size_t>(n));
+    std::atomic<int> misaligned{0};
+    parallel_for_blocks(lengths, 100, 1, [&](size_t a, int64_t b, int64_t e) {
+      if (b % 100 != 0 || e != std::min(lengths[a], b + 100)) ++misaligned;
+      for (int64_t i = b; i < e; ++i) ++visits[a][static_cast<size_t>(i)];
+    });
+    CHECK(misaligned == 0);
+    for (auto& v : visits)
+      for (auto& c : v) CHECK(c == 1);
+  };
+  coverage(1);
+  coverage(2);
+  coverage(3);
+}
