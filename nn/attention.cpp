@@ -308,7 +308,7 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / nh, h = bh % nh;
         const T* vh = vd.data<T>() + b * vd.strides()[0] + vr.off + h * hd;
-        kernels::p_v(out.data<T>() + b * Tq * C + h * hd, C, P + bh * Tq * Tk, Tk, vh, vd.strides()[1], Tq, hd,
+        kernels::p_v(out.data<T>() + b * Tq * C + h * hd, C, P + bh * Tq * Tk, Tk, 1, vh, vd.strides()[1], Tq, hd,
                      [&](int64_t i) { return std::pair<int64_t, int64_t>{0, visible(i)}; });
       }
     });
@@ -332,7 +332,7 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
     }
     visit_dtype(g.dtype(), [&]<class T>() {
       constexpr int64_t W = kernels::Batch<T>::size;
-      const int64_t Tkp = (Tk + W - 1) / W * W, Tqp = (Tq + W - 1) / W * W;
+      const int64_t Tkp = (Tk + W - 1) / W * W;
       const T* G = g.data<T>();
       T* dq = grads[src[0]].data<T>();
       T* dk = grads[src[1]].data<T>();
@@ -341,7 +341,6 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
       // Heads are independent, and each writes its own channels of dq, dk, dv: split them.
       parallel_for(B * nh, head_grain(Tq, Tk, hd), [&](int64_t begin, int64_t end) {
         std::vector<T> vt(static_cast<size_t>(hd * Tkp));
-        std::vector<T> pt(static_cast<size_t>(Tk * Tqp));  // a (Tq, Tk) matrix transposed
         std::vector<T> ds_head(static_cast<size_t>(Tq * Tk));  // one head's d(scores), reused
         for (int64_t bh = begin; bh < end; ++bh) {
           const int64_t b = bh / nh, h = bh % nh;
@@ -356,15 +355,12 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
           if (p > 0.0) dropout_weights_backward<T>(ds, dropped.data<T>() + bh * Tq * Tk, p, Tq * Tk);
           attention_softmax_backward<T>(ds, ds, att.data<T>() + bh * Tq * Tk, static_cast<T>(scale), Tq, Tq, Tk, causal);
           // dq = ds k
-          kernels::p_v(dq + b * Tq * Wq + offs[0] + h * hd, Wq, ds, Tk, kh, kd.strides()[1], Tq, hd,
+          kernels::p_v(dq + b * Tq * Wq + offs[0] + h * hd, Wq, ds, Tk, 1, kh, kd.strides()[1], Tq, hd,
                        [&](int64_t i) { return std::pair<int64_t, int64_t>{0, visible(i)}; });
-          // dk = ds^T q
-          kernels::transpose(pt.data(), Tqp, ds, Tk, Tq, Tk);
-          kernels::p_v(dk + b * Tk * Wk + offs[1] + h * hd, Wk, pt.data(), Tqp, qh, qd.strides()[1], Tk, hd,
+          // dk = ds^T q and dv = weights^T gy, reading ds and the weights transposed in place
+          kernels::p_v(dk + b * Tk * Wk + offs[1] + h * hd, Wk, ds, 1, Tk, qh, qd.strides()[1], Tk, hd,
                        [&](int64_t j) { return std::pair<int64_t, int64_t>{first_query(j), Tq}; });
-          // dv = weights^T gy
-          kernels::transpose(pt.data(), Tqp, dropped.data<T>() + bh * Tq * Tk, Tk, Tq, Tk);
-          kernels::p_v(dv + b * Tk * Wv + offs[2] + h * hd, Wv, pt.data(), Tqp, gy, C, Tk, hd,
+          kernels::p_v(dv + b * Tk * Wv + offs[2] + h * hd, Wv, dropped.data<T>() + bh * Tq * Tk, 1, Tk, gy, C, Tk, hd,
                        [&](int64_t j) { return std::pair<int64_t, int64_t>{first_query(j), Tq}; });
         }
       });
