@@ -86,6 +86,10 @@ Tensor expand(const Tensor& a, const Shape& shape);
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// y = x @ w^T (+ b): PyTorch's F.linear. x: (..., in), w: (out, in), b: (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+/// r + linear(x, w, b), with the product accumulated straight onto a copy of r (as
+/// torch.addmm(r, x, w^T)): a residual connection without a separate pass over the output.
+/// r has linear's output shape, (..., out).
+Tensor add_linear(const Tensor& r, const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
 // ---------------------------------------------------------------- nn ops (core/ops/nn_ops.cpp)
 /// Gathers rows: out[..., :] = weight[ids[...], :]. `ids` holds integer ids in any dtype; the

@@ -410,13 +410,17 @@ static void check_input(const Tensor& t, int64_t C, const char* what) {
 Tensor MultiHeadAttention::forward(const Tensor& x) { return forward(x, nullptr); }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const KeyPaddingMask* mask) {
+  return forward_residual(x, Tensor(), mask);
+}
+
+Tensor MultiHeadAttention::forward_residual(const Tensor& x, const Tensor& residual, const KeyPaddingMask* mask) {
   const int64_t C = options_.d_model;
   check_input(x, C, "input");
   if (options_.fused_qkv) {
     const Tensor qkv = c_attn->forward(x);  // (B, T, 3C): q, k, v side by side
-    return attend(qkv, 0, qkv, C, qkv, 2 * C, mask);
+    return attend(qkv, 0, qkv, C, qkv, 2 * C, mask, residual);
   }
-  return attend(q_proj->forward(x), 0, k_proj->forward(x), 0, v_proj->forward(x), 0, mask);
+  return attend(q_proj->forward(x), 0, k_proj->forward(x), 0, v_proj->forward(x), 0, mask, residual);
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, const KeyPaddingMask* memory_mask) {
@@ -438,14 +442,17 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, co
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& q_src, int64_t q_off, const Tensor& k_src, int64_t k_off,
-                                  const Tensor& v_src, int64_t v_off, const KeyPaddingMask* mask) {
+                                  const Tensor& v_src, int64_t v_off, const KeyPaddingMask* mask,
+                                  const Tensor& residual) {
   const bool drop = attn_dropout->is_training() && attn_dropout->p() > 0.0;
   if (!keep_attention_) last_attention_ = Tensor();  // never a stale one, and its memory goes
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));  // applied once, in the softmax
   Tensor y = attention_heads({q_src, q_off}, {k_src, k_off}, {v_src, v_off}, options_.d_model, options_.n_head, scale,
                              options_.causal, mask, drop ? attn_dropout->p() : 0.0, &attn_dropout->generator(),
                              keep_attention_ ? &last_attention_ : nullptr);
-  return resid_dropout->forward(c_proj->forward(y));
+  if (!residual.defined()) return resid_dropout->forward(c_proj->forward(y));
+  if (resid_dropout->active()) return add(residual, resid_dropout->forward(c_proj->forward(y)));
+  return c_proj->forward_residual(y, residual);
 }
 
 }  // namespace heed::nn

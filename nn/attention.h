@@ -61,6 +61,9 @@ class MultiHeadAttention : public Module {
   Tensor forward(const Tensor& x);
   /// Self-attention with a key padding mask (B, T) (nullptr: none); causal if options().causal.
   Tensor forward(const Tensor& x, const KeyPaddingMask* mask);
+  /// residual + forward(x, mask): a pre-norm block's residual connection. Without active
+  /// dropout the add is folded into c_proj's product (no separate pass over the output).
+  Tensor forward_residual(const Tensor& x, const Tensor& residual, const KeyPaddingMask* mask = nullptr);
   /// Cross-attention: queries from `query` (B, Tq, C), keys and values from `memory` (B, Tk, C);
   /// `memory_mask` (B, Tk) marks padded memory positions. With fused_qkv the rows of c_attn's
   /// weight are split: the first C project the query, the other 2C the memory (keys, values).
@@ -80,9 +83,10 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;
 
  private:
-  // q, k, v: channels [off, off + C) of projections (B, T, *) -> c_proj(attention) (B, Tq, C).
+  // q, k, v: channels [off, off + C) of projections (B, T, *) -> c_proj(attention) (B, Tq, C),
+  // plus residual when it is defined.
   Tensor attend(const Tensor& q_src, int64_t q_off, const Tensor& k_src, int64_t k_off, const Tensor& v_src,
-                int64_t v_off, const KeyPaddingMask* mask);
+                int64_t v_off, const KeyPaddingMask* mask, const Tensor& residual = Tensor());
 
   MultiHeadAttentionOptions options_;
   int64_t head_dim_ = 0;

@@ -18,6 +18,8 @@ class Dropout : public Module {
   Tensor forward(const Tensor& x);
 
   double p() const { return p_; }
+  /// Whether forward() changes anything: training mode with p > 0.
+  bool active() const { return is_training() && p_ > 0.0; }
   /// Reseeds the mask generator (so a run can be reproduced).
   void seed(uint64_t s) { gen_.seed_(s); }
   /// The mask generator (its state is saved with checkpoints to resume bit-for-bit).

@@ -1,5 +1,7 @@
 #include "nn/feed_forward.h"
 
+#include "core/ops.h"
+
 namespace heed::nn {
 
 FeedForward::FeedForward(int64_t d_model, int64_t d_hidden, double p, bool bias, Activation act,
@@ -12,6 +14,11 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_hidden, double p, bool bias,
 
 Tensor FeedForward::forward(const Tensor& x) {
   return dropout->forward(c_proj->forward(apply_activation(act_, c_fc->forward(x))));
+}
+
+Tensor FeedForward::forward_residual(const Tensor& x, const Tensor& residual) {
+  if (dropout->active()) return add(residual, forward(x));
+  return c_proj->forward_residual(apply_activation(act_, c_fc->forward(x)), residual);
 }
 
 }  // namespace heed::nn

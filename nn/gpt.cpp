@@ -58,8 +58,9 @@ GPTBlock::GPTBlock(const GPTConfig& c, uint64_t seed) {
 }
 
 Tensor GPTBlock::forward(const Tensor& x) {
-  Tensor h = add(x, attn->forward(ln_1->forward(x)));
-  return add(h, mlp->forward(ln_2->forward(h)));
+  // The residual adds ride on the output projections' products (forward_residual).
+  Tensor h = attn->forward_residual(ln_1->forward(x), x);
+  return mlp->forward_residual(ln_2->forward(h), h);
 }
 
 GPTTransformer::GPTTransformer(const GPTConfig& c, uint64_t seed) {

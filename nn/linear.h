@@ -20,6 +20,8 @@ class Linear : public Module {
 
   /// x (..., in) -> (..., out).
   Tensor forward(const Tensor& x);
+  /// residual + forward(x), the add folded into the product (add_linear). residual: (..., out).
+  Tensor forward_residual(const Tensor& x, const Tensor& residual);
 
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }

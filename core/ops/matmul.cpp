@@ -296,21 +296,28 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 // ------------------------------------------------------------------------------------------
 // linear
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  const bool has_b = b.defined();
-  HEED_CHECK(x.dim() >= 1 && w.dim() == 2, "linear: x ", to_string(x.shape()), " needs at least 1 dim and w ",
+// linear(x, w, b), plus r when r is defined (add_linear): C starts at r (+ b) and gemm adds the
+// product onto it with beta = 1, which also spares OpenBLAS its zeroing pass over C.
+static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
+  const bool has_b = b.defined(), has_r = r.defined();
+  const char* op = has_r ? "add_linear" : "linear";
+  HEED_CHECK(x.dim() >= 1 && w.dim() == 2, op, ": x ", to_string(x.shape()), " needs at least 1 dim and w ",
              to_string(w.shape()), " exactly 2 (out, in)");
   const int64_t in = x.size(-1), out_f = w.size(0);
-  HEED_CHECK(w.size(1) == in, "linear: inner dims differ: x ", to_string(x.shape()), " and w ", to_string(w.shape()),
+  HEED_CHECK(w.size(1) == in, op, ": inner dims differ: x ", to_string(x.shape()), " and w ", to_string(w.shape()),
              " (w is (out, in))");
-  HEED_CHECK(x.dtype() == w.dtype() && (!has_b || b.dtype() == x.dtype()), "linear: dtypes differ: x ",
+  HEED_CHECK(x.dtype() == w.dtype() && (!has_b || b.dtype() == x.dtype()), op, ": dtypes differ: x ",
              dtype_name(x.dtype()), " ", to_string(x.shape()), ", w ", dtype_name(w.dtype()), " ", to_string(w.shape()),
              has_b ? ", b " : "", has_b ? dtype_name(b.dtype()) : "");
-  HEED_CHECK(!has_b || (b.dim() == 1 && b.size(0) == out_f), "linear: bias ", to_string(has_b ? b.shape() : Shape{}),
+  HEED_CHECK(!has_b || (b.dim() == 1 && b.size(0) == out_f), op, ": bias ", to_string(has_b ? b.shape() : Shape{}),
              " does not match w ", to_string(w.shape()), " (expected [", out_f, "])");
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   const int64_t rows = numel_of(out_shape);
   out_shape.push_back(out_f);
+
+  HEED_CHECK(!has_r || (r.shape() == out_shape && r.dtype() == x.dtype()), op, ": residual ",
+             has_r ? dtype_name(r.dtype()) : "", " ", to_string(has_r ? r.shape() : Shape{}), " does not match the output ",
+             dtype_name(x.dtype()), " ", to_string(out_shape));
 
   Tensor ux, uw;
   const Mat X = folded_operand(x, rows, ux);
@@ -318,26 +325,42 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor y = Tensor::empty(out_shape, x.dtype());
   const Mat Y = make_mat(y, {}, rows, out_f, std::pair{false, std::max<int64_t>(out_f, 1)});
   visit_dtype(x.dtype(), [&]<class T>() {
-    T beta = 0;
-    if (has_b && rows > 0) {  // start every row at b and let gemm add x w^T onto it (beta 1)
+    T beta = has_r ? 1 : 0;
+    if (has_r && !r.is_contiguous()) {
+      y.copy_(r);
+    } else if (has_r) {  // a plain copy, but over the threads: residual streams are large
+      const T* pr = r.data<T>();
+      T* py = y.data<T>();
+      parallel_for(y.numel(), int64_t(1) << 16, [&](int64_t i0, int64_t i1) { std::copy(pr + i0, pr + i1, py + i0); });
+    }
+    if (has_b && rows > 0) {  // start every row at b (or r + b) and let gemm add x w^T onto it
       const T* pb = b.data<T>();
       const int64_t sb = b.strides()[0];
       T* py = y.data<T>();
-      for (int64_t j = 0; j < out_f; ++j) py[j] = pb[j * sb];
-      for (int64_t r = 1; r < rows; ++r) std::copy(py, py + out_f, py + r * out_f);
+      parallel_for(rows, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(out_f, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t i = r0; i < r1; ++i) {
+          T* row = py + i * out_f;
+          if (has_r) {
+            for (int64_t j = 0; j < out_f; ++j) row[j] += pb[j * sb];
+          } else {
+            for (int64_t j = 0; j < out_f; ++j) row[j] = pb[j * sb];
+          }
+        }
+      });
       beta = 1;
     }
     gemm<T>(X, W.t(), Y, beta);
   });
 
   const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = has_b && b.requires_grad();
-  return record("linear", y, {x, w, b},
+  return record(op, y, {x, w, b, r},
                 [X, W, rows, need_x, need_w, need_b, sx = x.shape(), sw = w.shape(),
                  keep_x = need_w ? ux.detach() : Tensor(), keep_w = need_x ? uw.detach() : Tensor()](const Tensor& g) {
     const int64_t out_f = sw[0], in = sw[1];
     Tensor gu;
     const Mat G = folded_operand(g, rows, gu);  // g is contiguous: (rows, out) in place
-    std::vector<Tensor> grads(3);
+    std::vector<Tensor> grads(4);
+    grads[3] = g;  // d(r): the output's gradient itself (undefined r: ignored by autograd)
     visit_dtype(g.dtype(), [&]<class T>() {
       if (need_x) grads[0] = Tensor::empty(sx, g.dtype());
       if (need_w) grads[1] = Tensor::empty(sw, g.dtype());
@@ -367,6 +390,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     });
     return grads;
   });
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return linear_impl(x, w, b, Tensor()); }
+
+Tensor add_linear(const Tensor& r, const Tensor& x, const Tensor& w, const Tensor& b) {
+  HEED_CHECK(r.defined(), "add_linear: the residual r is an undefined tensor");
+  return linear_impl(x, w, b, r);
 }
 
 }  // namespace heed

@@ -254,6 +254,37 @@ TEST_CASE("linear gradcheck: with and without bias, 2-D and 3-D x, views", "[mat
                     {randn64({2, 3, 4}, 22), randn64({6, 4}, 23), randn64({6}, 24)});
 }
 
+TEST_CASE("add_linear equals r + linear and passes gradcheck, residual views and reuse included", "[matmul]") {
+  // Values: r + x w^T + b against the two-op form, float32 and float64, with and without bias.
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor x = pattern({2, 3, 4}, 0, dt), w = pattern({5, 4}, 1, dt), b = pattern({5}, 2, dt), r = pattern({2, 3, 5}, 3, dt);
+    require_values(add_linear(r, x, w, b), {2, 3, 5}, add(r, linear(x, w, b)).to_vector<double>(), 1e-6);
+    require_values(add_linear(r, x, w), {2, 3, 5}, add(r, linear(x, w)).to_vector<double>(), 1e-6);
+  }
+  auto fused = [](const std::vector<Tensor>& in) { return add_linear(in[0], in[1], in[2], in[3]); };
+  auto fused_nb = [](const std::vector<Tensor>& in) { return add_linear(in[0], in[1], in[2]); };
+  require_gradcheck(fused, {randn64({3, 5}, 1), randn64({3, 4}, 2), randn64({5, 4}, 3), randn64({5}, 4)});
+  require_gradcheck(fused_nb, {randn64({2, 3, 5}, 5), randn64({2, 3, 4}, 6), randn64({5, 4}, 7)});
+  // A transposed (non-contiguous) residual, and a strided bias.
+  require_gradcheck(fused, {transposed64({3, 5}, 8), randn64({3, 4}, 9), randn64({5, 4}, 10),
+                            slice(randn64({12}, 11), 0, 2, 7).detach().requires_grad_()});
+  // One tensor as both the residual and the input (a square layer: y = x + x w^T).
+  require_gradcheck([](const std::vector<Tensor>& in) { return add_linear(in[0], in[0], in[1]); },
+                    {randn64({3, 4}, 12), randn64({4, 4}, 13)});
+}
+
+TEST_CASE("add_linear rejects a residual of the wrong shape or dtype, naming it", "[matmul]") {
+  Tensor x = Tensor::zeros({2, 3}), w = Tensor::zeros({4, 3});
+  REQUIRE_THROWS_WITH(add_linear(Tensor::zeros({2, 5}), x, w),
+                      Catch::Contains("add_linear") && Catch::Contains("residual") && Catch::Contains("[2, 5]") &&
+                          Catch::Contains("[2, 4]"));
+  REQUIRE_THROWS_WITH(add_linear(Tensor::zeros({2, 4}, DType::f64), x, w),
+                      Catch::Contains("add_linear") && Catch::Contains("float64"));
+  REQUIRE_THROWS_WITH(add_linear(Tensor(), x, w), Catch::Contains("add_linear") && Catch::Contains("undefined"));
+  REQUIRE_THROWS_WITH(add_linear(Tensor::zeros({2, 4}), x, Tensor::zeros({4, 5})),
+                      Catch::Contains("add_linear") && Catch::Contains("inner dims"));
+}
+
 TEST_CASE("linear skips the gradients nobody needs", "[matmul]") {
   Tensor x = randn64({3, 4}, 1).detach(), w = randn64({5, 4}, 2), b = randn64({5}, 3).detach();
   Tensor y = linear(x, w, b);

@@ -224,6 +224,32 @@ TEST_CASE("MultiHeadAttention gradcheck in training mode with dropout (masks rep
   }
 }
 
+TEST_CASE("MultiHeadAttention forward_residual is residual + forward, with and without dropout, gradcheck",
+          "[attention]") {
+  for (double p : {0.0, 0.3}) {
+    INFO("dropout " << p);
+    nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .causal = true, .bias = true, .dropout = p, .seed = 21});
+    m.to(DType::f64);
+    Tensor x = randn64({2, 5, 8}, 22), r = randn64({2, 5, 8}, 23);
+    auto fused = [&](const std::vector<Tensor>& in) {
+      m.attn_dropout->seed(3);
+      m.resid_dropout->seed(4);
+      return m.forward_residual(in[0], in[1]);
+    };
+    m.attn_dropout->seed(3);
+    m.resid_dropout->seed(4);
+    const auto plain = add(r, m.forward(x)).to_vector<double>();
+    require_values(fused({x, r}), {2, 5, 8}, plain, 1e-12);
+    check_module_grads(m, {x, r}, fused);
+    // x as its own residual, as a pre-norm block without the norm would use it.
+    check_module_grads(m, {x}, [&](const std::vector<Tensor>& in) {
+      m.attn_dropout->seed(3);
+      m.resid_dropout->seed(4);
+      return m.forward_residual(in[0], in[0]);
+    });
+  }
+}
+
 TEST_CASE("attention_softmax gradcheck, with causal and padding masks and Tq != Tk", "[attention]") {
   Tensor s = randn64({2, 2, 3, 5}, 16);
   const auto mask = nn::padding_mask_from_lengths({5, 2}, 5);
