@@ -32,7 +32,7 @@ void Profiler::add(const std::string& op, const std::string& phase, double secon
 
 // Ops whose time is (almost all) a BLAS GEMM call.
 static bool is_gemm(const std::string& op) {
-  return op == "matmul" || op == "linear" || op.find("attention") != std::string::npos;
+  return op == "matmul" || op == "linear" || op == "add_linear" || op.find("attention") != std::string::npos;
 }
 
 void Profiler::print(FILE* out, double wall, long long iters) const {
@@ -50,7 +50,7 @@ void Profiler::print(FILE* out, double wall, long long iters) const {
   for (auto& [key, e] : rows)
     std::fprintf(out, "  %-22s %-9s %10.3f %7.1f%% %8.1f\n", key.first.c_str(), key.second.c_str(),
                  e.seconds * per, total > 0 ? 100 * e.seconds / total : 0.0, iters > 0 ? double(e.calls) / iters : 0.0);
-  std::fprintf(out, "  GEMM ops (matmul, linear, attention products): %.1f%% of attributed time\n",
+  std::fprintf(out, "  GEMM ops (matmul, linear, add_linear, attention products): %.1f%% of attributed time\n",
                total > 0 ? 100 * gemm / total : 0.0);
 }
 

@@ -1,0 +1,100 @@
+// `heed bench` and `--profile`, through the executable: the JSON line bench/compare.sh parses, and
+// the per-op table the next optimisation is chosen from.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "nn/gpt.h"
+#include "support/process.h"
+
+using namespace heed;
+using namespace heed::test;
+using nlohmann::json;
+
+namespace {
+
+// A corpus of 9 distinct characters (a-g, space, newline), so the vocabulary is known.
+std::string write_corpus(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string path = dir / "corpus.txt";
+  std::ofstream(path) << [] {
+    std::string s;
+    for (int i = 0; i < 400; ++i) s += "abc defg\n"[i % 9];
+    return s;
+  }();
+  return path;
+}
+
+const std::vector<std::string> kModel = {"--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8",
+                                         "--batch-size", "3", "--threads", "1"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("heed bench prints one JSON line: median ms per iteration, tokens/s and parameters", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / "heed_test_bench";
+  const std::string corpus = write_corpus(dir);
+  ProcessResult r = run_heed(with({"bench", "--data", corpus, "--iters", "5"}, kModel));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.signal == 0);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  const json j = json::parse(r.out);
+  const double ms = j.at("ms_per_iter").get<double>(), tps = j.at("tokens_per_s").get<double>();
+  REQUIRE(ms > 0);
+  REQUIRE(j.at("iters").get<int>() == 5);
+  REQUIRE(j.at("ms_per_iter_min").get<double>() <= ms);
+  REQUIRE(ms <= j.at("ms_per_iter_max").get<double>());
+  // tokens/s is batch * block / the median (both rounded in print: 1 us and 0.1 token/s).
+  REQUIRE(std::abs(tps - 3 * 8 / (ms / 1e3)) <= 0.01 * tps);
+  // Every parameter of the model bench built, the position embedding included.
+  nn::GPT model(nn::GPTConfig{.vocab_size = 9, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 16});
+  REQUIRE(j.at("params").get<int64_t>() == model.num_params(false));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("heed train and bench --profile print time per op type, forward and backward apart, and the GEMM share", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / "heed_test_profile";
+  const std::string corpus = write_corpus(dir);
+  for (const char* cmd : {"bench", "train"}) {
+    INFO(cmd);
+    std::vector<std::string> args = with({cmd, "--data", corpus, "--profile"}, kModel);
+    if (std::string(cmd) == "bench") args = with(args, {"--iters", "3"});
+    else args = with(args, {"--out", dir / "run", "--max-iters", "4", "--eval-interval", "2", "--eval-iters", "1",
+                            "--sample-tokens", "0"});
+    ProcessResult r = run_heed(args);
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    // Rows "op phase ms/iter share calls/it"; collect (op, phase).
+    std::set<std::pair<std::string, std::string>> rows;
+    // train prints the table after its log on stdout; bench on stderr, its stdout being the JSON.
+    std::istringstream in(std::string(cmd) == "train" ? r.out : r.err);
+    std::string line;
+    const std::regex row(R"(^\s+(\w+)\s+(forward|backward|step)\s+[0-9.]+\s+[0-9.]+%\s+[0-9.]+\s*$)");
+    double gemm_share = -1;
+    const std::regex gemm(R"(GEMM ops .*: ([0-9.]+)% of attributed time)");
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (std::regex_match(line, m, row)) rows.insert({m[1], m[2]});
+      if (std::regex_search(line, m, gemm)) gemm_share = std::stod(m[1]);
+    }
+    for (const char* op : {"linear", "add_linear", "attention_heads", "layer_norm", "gelu", "cross_entropy"}) {
+      INFO(op);
+      CHECK(rows.count({op, "forward"}) == 1);
+      CHECK(rows.count({op, "backward"}) == 1);
+    }
+    CHECK(rows.count({"adamw", "step"}) == 1);
+    CHECK(gemm_share > 0);
+    CHECK(gemm_share < 100);
+  }
+  std::filesystem::remove_all(dir);
+}
