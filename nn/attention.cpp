@@ -254,6 +254,12 @@ static int64_t head_grain(int64_t Tq, int64_t Tk, int64_t hd) {
   return std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, Tq * Tk * hd));
 }
 
+// Row stride of a transposed (hd, Tk) head for a_bt: Tk rounded up to whole batches, plus one
+// batch. Without the extra batch, T = 256 gives rows exactly 1 KB apart, whose cache lines fall
+// into a quarter of L1's sets and evict each other: a_bt ran at 105 GFLOP/s instead of 135
+// (single-core microbenchmark at the small config's head shape).
+static int64_t transposed_ld(int64_t Tk, int64_t W) { return (Tk + W - 1) / W * W + W; }
+
 static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const HeadRole& vr, int64_t C, int64_t nh,
                               double scale, bool causal, const KeyPaddingMask* mask, double p, Generator* gen,
                               Tensor* keep_weights) {
@@ -282,7 +288,7 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
   Tensor out = Tensor::empty({B, Tq, C}, qd.dtype());
   visit_dtype(att.dtype(), [&]<class T>() {
     constexpr int64_t W = kernels::Batch<T>::size;
-    const int64_t Tkp = (Tk + W - 1) / W * W;
+    const int64_t Tkp = transposed_ld(Tk, W);
     T* A = att.data<T>();
     parallel_for(B * nh, head_grain(Tq, Tk, hd), [&](int64_t begin, int64_t end) {
       std::vector<T> kt(static_cast<size_t>(hd * Tkp));
@@ -332,7 +338,7 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
     }
     visit_dtype(g.dtype(), [&]<class T>() {
       constexpr int64_t W = kernels::Batch<T>::size;
-      const int64_t Tkp = (Tk + W - 1) / W * W;
+      const int64_t Tkp = transposed_ld(Tk, W);
       const T* G = g.data<T>();
       T* dq = grads[src[0]].data<T>();
       T* dk = grads[src[1]].data<T>();
