@@ -163,10 +163,11 @@ void cross_entropy_backward(T* dx, const T* x, const T* rmax, const T* rinv, con
 // layer_norm. x, out, dy, dx: (N, C); w, b, dw, db: (C) or null; mean, rstd: (N).
 // out = (x - mean) * rstd * w + b with the biased variance, as torch.
 
-// Elements per parallel chunk of a row-wise kernel: tens of microseconds of memory-bound work,
+// Elements per parallel chunk of a row-wise kernel: several microseconds of memory-bound work,
 // which outweighs a hand-off to the pool's spinning workers (baby's layer norms, 98 K elements,
-// went from 1.16 to 0.70 ms/iter against a 2^18 grain that kept them on one thread).
-constexpr int64_t kRowGrainElems = int64_t(1) << 15;
+// went from 1.16 to 0.70 ms/iter against a 2^18 grain that kept them on one thread; tiny's,
+// 16 K elements, gain from 2^13).
+constexpr int64_t kRowGrainElems = int64_t(1) << 13;
 
 template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C,
