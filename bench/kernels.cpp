@@ -2,11 +2,13 @@
 // shapes of the baby (default) and small configs, forward and backward, on 1 and 2 threads.
 // Build: apt-get install libbenchmark-dev, then the target heed_bench_kernels appears.
 //   ./build/heed_bench_kernels --benchmark_filter=attention
+//   ./build/heed_bench_kernels --benchmark_filter="attention_(scores|weighted)"   # the per-head kernels
 // Quote figures only from one run, side by side (these machines are noisy).
 #include <benchmark/benchmark.h>
 
 #include "core/heed.h"
 #include "nn/attention.h"
+#include "nn/attention_kernels.h"
 #include "nn/layer_norm.h"
 
 using namespace heed;
@@ -64,6 +66,59 @@ void BM_attention_fwd_bwd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_attention_fwd_bwd)->Apply(args);
+
+// The per-head products inside attention_heads, one head at a time on one thread, at the
+// config's head shape (T x T causal scores, head_dim hd), q/k/v read in the fused qkv layout
+// (row stride 3C). GFLOP/s counts the useful (causal) multiply-adds only.
+struct HeadData {
+  int64_t T, hd, ld, kt_ld;
+  std::vector<float> qkv, kt, scores, out;
+  HeadData(const Config& c, int64_t kt_ld_extra)
+      : T(c.T), hd(c.C / c.nh), ld(3 * c.C), kt_ld(c.T + kt_ld_extra), qkv(static_cast<size_t>(c.T * 3 * c.C)),
+        kt(static_cast<size_t>(hd * kt_ld)), scores(static_cast<size_t>(c.T * c.T)), out(static_cast<size_t>(c.T * 3 * c.C)) {
+    Generator gen(6);
+    const std::vector<double> r = Tensor::randn({static_cast<int64_t>(qkv.size())}, gen).to_vector<double>();
+    for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = static_cast<float>(r[i]);
+    for (size_t i = 0; i < scores.size(); ++i) scores[i] = qkv[i % qkv.size()];
+  }
+  double causal_flops() const { return 2.0 * T * (T + 1) / 2.0 * hd; }
+};
+
+void set_flops(benchmark::State& state, double flops) {
+  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+// scores = q k^T (a_bt), with k transposed at heed's padded row stride (range(1) = 1) or at
+// exactly T (range(1) = 0: at T = 256 the rows are 1 KB apart and share a quarter of L1's sets).
+void BM_attention_scores(benchmark::State& state) {
+  HeadData d(config_of(state.range(0)), state.range(1) ? 16 : 0);
+  nn::kernels::transpose(d.kt.data(), d.kt_ld, d.qkv.data() + d.hd, d.ld, d.T, d.hd);
+  for (auto _ : state) {
+    nn::kernels::a_bt(d.scores.data(), d.T, d.qkv.data(), d.ld, d.kt.data(), d.kt_ld, d.T, d.hd,
+                      [&](int64_t i) { return i + 1; });
+    benchmark::DoNotOptimize(d.scores.data());
+  }
+  set_flops(state, d.causal_flops());
+}
+BENCHMARK(BM_attention_scores)->ArgsProduct({{0, 1}, {0, 1}})->ArgNames({"small", "padded"})->Unit(benchmark::kMicrosecond);
+
+// out = P v (p_v), and dk = dS^T q reading dS transposed in place (range(1) = 1).
+void BM_attention_weighted_sum(benchmark::State& state) {
+  HeadData d(config_of(state.range(0)), 16);
+  const bool transposed = state.range(1) != 0;
+  for (auto _ : state) {
+    if (transposed) {
+      nn::kernels::p_v(d.out.data(), d.ld, d.scores.data(), 1, d.T, d.qkv.data(), d.ld, d.T, d.hd,
+                       [&](int64_t j) { return std::pair<int64_t, int64_t>{j, d.T}; });
+    } else {
+      nn::kernels::p_v(d.out.data(), d.ld, d.scores.data(), d.T, 1, d.qkv.data(), d.ld, d.T, d.hd,
+                       [&](int64_t i) { return std::pair<int64_t, int64_t>{0, i + 1}; });
+    }
+    benchmark::DoNotOptimize(d.out.data());
+  }
+  set_flops(state, d.causal_flops());
+}
+BENCHMARK(BM_attention_weighted_sum)->ArgsProduct({{0, 1}, {0, 1}})->ArgNames({"small", "transposed"})->Unit(benchmark::kMicrosecond);
 
 void BM_gelu_fwd_bwd(benchmark::State& state) {
   set_threads(state);
