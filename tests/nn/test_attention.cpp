@@ -130,6 +130,75 @@ TEST_CASE("MultiHeadAttention matches a hand-written PyTorch attention (scale ap
   require_values(m32.forward(x.to(DType::f32)), {2, 3, 8}, causal_ref, 1e-5);
 }
 
+// The attention between the projections, written with plain ops: per-head matmuls and the
+// masked softmax. It checks the fused kernels at lengths past their blocking (column blocks and
+// summation pieces of 64 keys), where the small-T gradchecks never reach.
+Tensor reference_attention(nn::MultiHeadAttention& m, const Tensor& xq, const Tensor& xkv, const nn::KeyPaddingMask* mask) {
+  const int64_t C = m.options().d_model, nh = m.options().n_head, hd = C / nh;
+  const Tensor& w = m.c_attn->weight;
+  const Tensor& b = m.c_attn->bias;
+  auto heads = [&](const Tensor& src, int64_t role) {  // (B, T, C) projection -> (B, nh, T, hd)
+    Tensor t = linear(src, slice(w, 0, role * C, (role + 1) * C), slice(b, 0, role * C, (role + 1) * C));
+    return permute(reshape(t, {t.size(0), t.size(1), nh, hd}), {0, 2, 1, 3});
+  };
+  Tensor q = heads(xq, 0), k = heads(xkv, 1), v = heads(xkv, 2);
+  Tensor p = nn::attention_softmax(matmul(q, transpose(k, -1, -2)), 1.0 / std::sqrt(static_cast<double>(hd)),
+                                   m.options().causal, mask);
+  Tensor y = permute(matmul(p, v), {0, 2, 1, 3});  // (B, Tq, nh, hd)
+  return m.c_proj->forward(reshape(y, {xq.size(0), xq.size(1), C}));
+}
+
+TEST_CASE("MultiHeadAttention at long contexts equals per-head matmuls and softmax, values and gradients",
+          "[attention]") {
+  struct Case {
+    int64_t Tq, Tk;
+    bool causal, cross, padded;
+    DType dtype;
+  };
+  // 131 and 133 keys: three column blocks and three summation pieces, the last ones ragged;
+  // Tq != Tk aligns the causal mask bottom-right; head_dim 12 is below one AVX-512 batch.
+  for (const Case& c : {Case{131, 131, true, false, false, DType::f64}, Case{70, 133, false, true, true, DType::f64},
+                        Case{70, 133, true, true, true, DType::f64}, Case{131, 131, true, false, false, DType::f32},
+                        Case{97, 97, false, false, true, DType::f64}}) {
+    INFO("Tq " << c.Tq << " Tk " << c.Tk << " causal " << c.causal << " cross " << c.cross << " padded " << c.padded
+               << " " << dtype_name(c.dtype));
+    const int64_t B = 2, C = 24;
+    nn::MultiHeadAttention m({.d_model = C, .n_head = 2, .causal = c.causal, .seed = 31});
+    m.to(c.dtype);
+    Generator gen(32);
+    Tensor xq = Tensor::randn({B, c.Tq, C}, gen).to(c.dtype).requires_grad_();
+    Tensor xkv = c.cross ? Tensor::randn({B, c.Tk, C}, gen).to(c.dtype).requires_grad_() : xq;
+    const auto mask = nn::padding_mask_from_lengths({c.Tk, c.Tk - 40}, c.Tk);
+    const nn::KeyPaddingMask* pm = c.padded ? &mask : nullptr;
+    Tensor g = Tensor::randn({B, c.Tq, C}, gen).to(c.dtype);
+
+    auto run = [&](bool fused) {  // output, then the gradients of the inputs and every parameter
+      Tensor y = fused ? (c.cross ? m.forward(xq, xkv, pm) : m.forward(xq, pm)) : reference_attention(m, xq, xkv, pm);
+      y.backward(g);
+      std::vector<std::vector<double>> out = {y.to_vector<double>(), xq.grad().to_vector<double>()};
+      if (c.cross) out.push_back(xkv.grad().to_vector<double>());
+      for (auto& p : m.parameters()) out.push_back(p.grad().to_vector<double>());
+      m.zero_grad();
+      xq.zero_grad();
+      xkv.zero_grad();
+      return out;
+    };
+    const auto fused = run(true), reference = run(false);
+    const double tol = c.dtype == DType::f64 ? 1e-10 : 2e-4;
+    REQUIRE(fused.size() == reference.size());
+    for (size_t i = 0; i < fused.size(); ++i) {
+      INFO("tensor " << i << " (0: output, 1: d query input, then d memory input / parameters)");
+      REQUIRE(fused[i].size() == reference[i].size());
+      double worst = 0, scale = 1e-30;
+      for (size_t j = 0; j < fused[i].size(); ++j) {
+        worst = std::max(worst, std::abs(fused[i][j] - reference[i][j]));
+        scale = std::max(scale, std::abs(reference[i][j]));
+      }
+      CHECK(worst <= tol * scale);
+    }
+  }
+}
+
 TEST_CASE("MultiHeadAttention rejects d_model not divisible by n_head, naming both", "[attention]") {
   REQUIRE_THROWS_AS(nn::MultiHeadAttention({.d_model = 10, .n_head = 3}), Error);
   REQUIRE_THROWS_WITH(nn::MultiHeadAttention({.d_model = 10, .n_head = 3}),
