@@ -196,18 +196,26 @@ void parallel_for_blocks(const std::vector<int64_t>& lengths, int64_t block, int
   struct Block {
     size_t array;
     int64_t begin, end;
+    int64_t start;  // where the block begins in the arrays laid end to end
   };
   std::vector<Block> blocks;
   int64_t total = 0;
   for (size_t a = 0; a < lengths.size(); ++a) {
-    for (int64_t b = 0; b < lengths[a]; b += block) blocks.push_back({a, b, std::min(lengths[a], b + block)});
+    for (int64_t b = 0; b < lengths[a]; b += block) blocks.push_back({a, b, std::min(lengths[a], b + block), total + b});
     total += std::max<int64_t>(lengths[a], 0);
   }
   if (blocks.empty()) return;
-  // Blocks are at most `block` long, so equal counts of them are roughly equal work.
-  const int64_t grain = total >= min_parallel ? 1 : static_cast<int64_t>(blocks.size());
-  parallel_for(static_cast<int64_t>(blocks.size()), grain, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) fn(blocks[b].array, blocks[b].begin, blocks[b].end);
+  const int64_t shares = std::clamp<int64_t>(total / std::max<int64_t>(min_parallel, 1), 1, num_threads());
+  // Share s takes the blocks that begin in [total s / shares, total (s + 1) / shares): equal
+  // numbers of elements, however unequal the blocks (a 7-element bias is one block too).
+  auto first_block_from = [&](int64_t pos) {
+    return std::lower_bound(blocks.begin(), blocks.end(), pos, [](const Block& b, int64_t p) { return b.start < p; }) -
+           blocks.begin();
+  };
+  parallel_for(shares, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s)
+      for (int64_t b = first_block_from(total * s / shares), e = first_block_from(total * (s + 1) / shares); b < e; ++b)
+        fn(blocks[b].array, blocks[b].begin, blocks[b].end);
   });
 }
 

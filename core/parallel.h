@@ -22,16 +22,17 @@ int num_threads();
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
 
 /// Calls fn(begin, end) once for every fixed block [k block, min(n, (k + 1) block)) of [0, n),
-/// the blocks spread over the threads (in parallel only once n reaches min_parallel). Block
+/// the blocks spread over the threads, each thread's share at least min_parallel elements (so
+/// n < 2 min_parallel stays on the caller's thread). Block
 /// boundaries never depend on the thread count, so neither do per-block results: vector-or-tail
 /// paths, or partial sums that the caller adds up in block order.
 void parallel_for_blocks(int64_t n, int64_t block, int64_t min_parallel,
                          const std::function<void(int64_t begin, int64_t end)>& fn);
 
 /// parallel_for_blocks over several arrays in one job: fn(array, begin, end) for every fixed
-/// block of every array, where array `a` has lengths[a] elements (in parallel once the total
-/// reaches min_parallel). For the optimizer's many small parameters, which one at a time would
-/// each be too small to split.
+/// block of every array, where array `a` has lengths[a] elements. The threads get equal shares of
+/// the total, each at least min_parallel elements. For the optimizer's many small parameters,
+/// which one at a time would each be too small to split.
 void parallel_for_blocks(const std::vector<int64_t>& lengths, int64_t block, int64_t min_parallel,
                          const std::function<void(size_t array, int64_t begin, int64_t end)>& fn);
 

@@ -256,8 +256,8 @@ static int64_t head_grain(int64_t Tq, int64_t Tk, int64_t hd) {
 
 // Row stride of a transposed (hd, Tk) head for a_bt: Tk rounded up to whole batches, plus one
 // batch. Without the extra batch, T = 256 gives rows exactly 1 KB apart, whose cache lines fall
-// into a quarter of L1's sets and evict each other: a_bt ran at 105 GFLOP/s instead of 135
-// (single-core microbenchmark at the small config's head shape).
+// into a quarter of L1's sets and evict each other: 97 GFLOP/s instead of 137 on one core
+// (heed_bench_kernels --benchmark_filter=attention_scores, the small config's head shape).
 static int64_t transposed_ld(int64_t Tk, int64_t W) { return (Tk + W - 1) / W * W + W; }
 
 static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const HeadRole& vr, int64_t C, int64_t nh,
@@ -422,6 +422,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const KeyPaddingMask* mask) 
 Tensor MultiHeadAttention::forward_residual(const Tensor& x, const Tensor& residual, const KeyPaddingMask* mask) {
   const int64_t C = options_.d_model;
   check_input(x, C, "input");
+  // (An undefined residual is forward(x, mask) itself.)
+  HEED_CHECK(!residual.defined() || residual.shape() == x.shape(), "MultiHeadAttention: the residual ",
+             to_string(residual.shape()), " must have the input's shape ", to_string(x.shape()));
   if (options_.fused_qkv) {
     const Tensor qkv = c_attn->forward(x);  // (B, T, 3C): q, k, v side by side
     return attend(qkv, 0, qkv, C, qkv, 2 * C, mask, residual);

@@ -61,8 +61,8 @@ class MultiHeadAttention : public Module {
   Tensor forward(const Tensor& x);
   /// Self-attention with a key padding mask (B, T) (nullptr: none); causal if options().causal.
   Tensor forward(const Tensor& x, const KeyPaddingMask* mask);
-  /// residual + forward(x, mask): a pre-norm block's residual connection. Without active
-  /// dropout the add is folded into c_proj's product (no separate pass over the output).
+  /// residual + forward(x, mask): a pre-norm block's residual connection; residual has x's
+  /// shape (no broadcasting). Without active dropout the add is folded into c_proj's product.
   Tensor forward_residual(const Tensor& x, const Tensor& residual, const KeyPaddingMask* mask = nullptr);
   /// Cross-attention: queries from `query` (B, Tq, C), keys and values from `memory` (B, Tk, C);
   /// `memory_mask` (B, Tk) marks padded memory positions. With fused_qkv the rows of c_attn's

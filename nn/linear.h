@@ -20,7 +20,8 @@ class Linear : public Module {
 
   /// x (..., in) -> (..., out).
   Tensor forward(const Tensor& x);
-  /// residual + forward(x), the add folded into the product (add_linear). residual: (..., out).
+  /// residual + forward(x), the add folded into the product (add_linear). residual has the
+  /// output's shape (..., out), no broadcasting.
   Tensor forward_residual(const Tensor& x, const Tensor& residual);
 
   int64_t in_features() const { return in_features_; }

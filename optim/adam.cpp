@@ -240,7 +240,7 @@ void Adam::step() {
       lengths.push_back(p.numel());
     }
   }
-  parallel_for_blocks(lengths, 8192, int64_t(1) << 16, [&](size_t u, int64_t i0, int64_t i1) {
+  parallel_for_blocks(lengths, 8192, int64_t(1) << 15, [&](size_t u, int64_t i0, int64_t i1) {
     const Update& up = updates[u];
     visit_dtype(up.p.dtype(), [&]<class T>() {
       const Coeffs<T> c{T(beta1_), T(1.0 - beta1_), T(beta2_), T(1.0 - beta2_), T(up.step_size),

@@ -38,7 +38,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   }
   // Partial sums over fixed blocks of every gradient in one job, then added in order: the same
   // norm on any thread count.
-  constexpr int64_t kBlock = 16384, kParallel = int64_t(1) << 16;
+  constexpr int64_t kBlock = 16384, kParallel = int64_t(1) << 15;
   std::vector<std::vector<double>> partial(grads.size());
   for (size_t a = 0; a < grads.size(); ++a) partial[a].assign((lengths[a] + kBlock - 1) / kBlock, 0.0);
   parallel_for_blocks(lengths, kBlock, kParallel, [&](size_t a, int64_t i0, int64_t i1) {
@@ -55,11 +55,27 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   // so skip the pass. A NaN norm gives a NaN factor and, as in PyTorch, NaN gradients.
   const double coef = max_norm / (norm + 1e-6);
   if (!(coef < 1.0) && !std::isnan(coef)) return norm;
-  parallel_for_blocks(lengths, kBlock, kParallel, [&](size_t a, int64_t i0, int64_t i1) {
-    visit_dtype(grads[a].dtype(), [&]<class T>() {
-      T* p = grads[a].data<T>();
+  // A parameter listed twice is scaled twice, as PyTorch's foreach multiply does, but by one
+  // thread: the same gradient is one entry here, with its count.
+  std::vector<Tensor> unique;
+  std::vector<int> times;
+  std::vector<int64_t> unique_lengths;
+  for (const Tensor& g : grads) {
+    size_t u = 0;
+    while (u < unique.size() && unique[u].impl_ptr() != g.impl_ptr()) ++u;
+    if (u == unique.size()) {
+      unique.push_back(g);
+      times.push_back(0);
+      unique_lengths.push_back(g.numel());
+    }
+    ++times[u];
+  }
+  parallel_for_blocks(unique_lengths, kBlock, kParallel, [&](size_t a, int64_t i0, int64_t i1) {
+    visit_dtype(unique[a].dtype(), [&]<class T>() {
+      T* p = unique[a].data<T>();
       const T c = static_cast<T>(coef);
-      for (int64_t i = i0; i < i1; ++i) p[i] *= c;
+      for (int t = 0; t < times[a]; ++t)
+        for (int64_t i = i0; i < i1; ++i) p[i] *= c;
     });
   });
   return norm;

@@ -325,30 +325,29 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
   Tensor y = Tensor::empty(out_shape, x.dtype());
   const Mat Y = make_mat(y, {}, rows, out_f, std::pair{false, std::max<int64_t>(out_f, 1)});
   visit_dtype(x.dtype(), [&]<class T>() {
-    T beta = has_r ? 1 : 0;
-    if (has_r && !r.is_contiguous()) {
-      y.copy_(r);
-    } else if (has_r) {  // a plain copy, but over the threads: residual streams are large
-      const T* pr = r.data<T>();
-      T* py = y.data<T>();
-      parallel_for(y.numel(), int64_t(1) << 16, [&](int64_t i0, int64_t i1) { std::copy(pr + i0, pr + i1, py + i0); });
-    }
-    if (has_b && rows > 0) {  // start every row at b (or r + b) and let gemm add x w^T onto it
-      const T* pb = b.data<T>();
-      const int64_t sb = b.strides()[0];
+    // C starts as r + b, r, or b, row by row in one pass over the threads (residual streams are
+    // large), and gemm adds x w^T onto it with beta = 1; with neither, beta = 0.
+    const bool start = (has_r || has_b) && rows > 0;
+    if (has_r && !r.is_contiguous()) y.copy_(r);
+    if (start) {
+      const bool from_r = has_r && r.is_contiguous();
+      const T* pr = from_r ? r.data<T>() : nullptr;
+      const T* pb = has_b ? b.data<T>() : nullptr;
+      const int64_t sb = has_b ? b.strides()[0] : 0;
       T* py = y.data<T>();
       parallel_for(rows, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(out_f, 1)), [&](int64_t r0, int64_t r1) {
         for (int64_t i = r0; i < r1; ++i) {
           T* row = py + i * out_f;
-          if (has_r) {
+          if (from_r) std::copy(pr + i * out_f, pr + (i + 1) * out_f, row);
+          if (has_b && has_r) {
             for (int64_t j = 0; j < out_f; ++j) row[j] += pb[j * sb];
-          } else {
+          } else if (has_b) {
             for (int64_t j = 0; j < out_f; ++j) row[j] = pb[j * sb];
           }
         }
       });
-      beta = 1;
     }
+    const T beta = start ? 1 : 0;
     gemm<T>(X, W.t(), Y, beta);
   });
 

@@ -310,6 +310,9 @@ TEST_CASE("MultiHeadAttention forward_residual is residual + forward, with and w
     const auto plain = add(r, m.forward(x)).to_vector<double>();
     require_values(fused({x, r}), {2, 5, 8}, plain, 1e-12);
     check_module_grads(m, {x, r}, fused);
+    REQUIRE_THROWS_WITH(m.forward_residual(x, randn64({1, 5, 8}, 24)),
+                        Catch::Contains("MultiHeadAttention") && Catch::Contains("residual") &&
+                            Catch::Contains("[1, 5, 8]") && Catch::Contains("[2, 5, 8]"));
     // x as its own residual, as a pre-norm block without the norm would use it.
     check_module_grads(m, {x}, [&](const std::vector<Tensor>& in) {
       m.attn_dropout->seed(3);

@@ -402,6 +402,9 @@ TEST_CASE("Linear and FeedForward forward_residual are residual + forward, gradc
     std::vector<Tensor> inputs = {fx, fr};
     for (auto& param : ff.parameters()) inputs.push_back(param);
     require_gradcheck(fused, inputs);
+    // A residual that would broadcast is refused in both paths, naming both shapes.
+    REQUIRE_THROWS_WITH(ff.forward_residual(fx, test::randn64({1, 3, 4}, 57)),
+                        Catch::Contains("FeedForward") && Catch::Contains("[1, 3, 4]") && Catch::Contains("[2, 3, 4]"));
   }
 }
 

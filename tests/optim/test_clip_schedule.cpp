@@ -119,3 +119,29 @@ TEST_CASE("cosine_lr is the reference script's lr_at", "[optim]") {
   REQUIRE(optim::constant_lr(0, 3e-4) == 3e-4);
   REQUIRE(optim::constant_lr(123456, 3e-4) == 3e-4);
 }
+
+TEST_CASE("clip_grad_norm with a parameter listed twice counts it twice and scales it twice, as PyTorch", "[optim]") {
+  // torch: p.grad = g; clip_grad_norm_([p, p], 1.0) gives norm sqrt(2) |g| and p.grad = g c c,
+  // c = 1 / (norm + 1e-6). Large enough (and on 3 threads) for the scaling to run in parallel.
+  const int before = num_threads();
+  set_num_threads(3);
+  Generator gen(12);
+  Tensor p = Tensor::randn({300, 250}, gen).to(DType::f64).requires_grad_();
+  Tensor q = Tensor::randn({100}, gen).to(DType::f64).requires_grad_();
+  sum(mul(p, Tensor::randn({300, 250}, gen).to(DType::f64))).backward();
+  sum(mul(q, Tensor::randn({100}, gen).to(DType::f64))).backward();
+  const std::vector<double> gp = p.grad().to_vector<double>(), gq = q.grad().to_vector<double>();
+  double ss = 0;
+  for (double v : gp) ss += 2 * v * v;
+  for (double v : gq) ss += v * v;
+  const double norm = optim::clip_grad_norm({p, q, p}, 1.0);
+  set_num_threads(before);
+  CHECK(norm == Approx(std::sqrt(ss)).epsilon(1e-12));
+  const double c = 1.0 / (norm + 1e-6);
+  const std::vector<double> after = p.grad().to_vector<double>();
+  size_t wrong = 0;
+  for (size_t i = 0; i < gp.size(); ++i) wrong += after[i] != gp[i] * c * c;
+  CHECK(wrong == 0);
+  const std::vector<double> after_q = q.grad().to_vector<double>();
+  for (size_t i = 0; i < gq.size(); ++i) REQUIRE(after_q[i] == gq[i] * c);
+}
