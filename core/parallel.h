@@ -23,9 +23,9 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t beg
 
 /// Calls fn(begin, end) once for every fixed block [k block, min(n, (k + 1) block)) of [0, n),
 /// the blocks spread over the threads, each thread's share at least min_parallel elements (so
-/// n < 2 min_parallel stays on the caller's thread). Block
-/// boundaries never depend on the thread count, so neither do per-block results: vector-or-tail
-/// paths, or partial sums that the caller adds up in block order.
+/// n < 2 min_parallel stays on the caller's thread). Block boundaries never depend on the thread
+/// count, so neither do per-block results: vector-or-tail paths, or partial sums that the
+/// caller adds up in block order.
 void parallel_for_blocks(int64_t n, int64_t block, int64_t min_parallel,
                          const std::function<void(int64_t begin, int64_t end)>& fn);
 
