@@ -12,6 +12,11 @@ static uint64_t splitmix64(uint64_t& x) {
   return z ^ (z >> 31);
 }
 
+uint64_t derive_seed(uint64_t seed, uint64_t k) {
+  uint64_t x = seed + 0x9E3779B97F4A7C15ull * k;  // k steps along, then the k-th output
+  return splitmix64(x);
+}
+
 void Generator::seed_(uint64_t seed) {
   for (auto& w : s_) w = splitmix64(seed);
 }

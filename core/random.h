@@ -24,4 +24,8 @@ class Generator {
   State s_{};
 };
 
+/// Output k (from 0) of the splitmix64 stream that starts at `seed`: distinct, reproducible
+/// seeds for a module's sub-generators (its weight init, each of its dropouts) from one seed.
+uint64_t derive_seed(uint64_t seed, uint64_t k);
+
 }  // namespace heed

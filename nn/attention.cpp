@@ -378,14 +378,6 @@ static Tensor attention_heads(const HeadRole& qr, const HeadRole& kr, const Head
 // ------------------------------------------------------------------------------------------
 // MultiHeadAttention
 
-// Distinct, reproducible seeds for the init generator and the two dropouts.
-static uint64_t derive_seed(uint64_t seed, uint64_t k) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (k + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options) : options_(options) {
   const int64_t C = options.d_model, nh = options.n_head;
   HEED_CHECK(C > 0 && nh > 0, "MultiHeadAttention: d_model (", C, ") and n_head (", nh,

@@ -11,13 +11,9 @@ namespace heed::nn {
 
 namespace {
 
-// Distinct, reproducible seeds for each block's attention and dropouts from the model seed.
-uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (a * 64 + b + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+// Distinct, reproducible seeds for each block's attention and dropouts from the model seed:
+// part a (the embeddings' dropout, or block a - 2), item b within it.
+uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) { return heed::derive_seed(seed, a * 64 + b); }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

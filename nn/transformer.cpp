@@ -12,14 +12,8 @@
 
 namespace heed::nn {
 
-// Distinct, reproducible seeds per layer and per dropout: equal seeds would give every layer of
-// a stack the same initial weights and the same dropout masks.
-static uint64_t sub_seed(uint64_t seed, uint64_t k) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (k + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+// Distinct, reproducible seeds per layer and per dropout (derive_seed): equal seeds would give
+// every layer of a stack the same initial weights and the same dropout masks.
 
 static MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o, bool causal,
                                                    bool fused_qkv, uint64_t seed) {
@@ -35,7 +29,7 @@ static std::shared_ptr<LayerNorm> make_norm(const TransformerLayerOptions& o) {
 static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o, uint64_t seed) {
   Generator gen(seed);
   return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, Activation::relu, &gen,
-                                       sub_seed(seed, 0));
+                                       derive_seed(seed, 0));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -44,12 +38,12 @@ static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o, ui
 EncoderLayer::EncoderLayer(const TransformerLayerOptions& options) : options_(options) {
   HEED_CHECK(options.d_ff > 0, "EncoderLayer: d_ff must be positive, got ", options.d_ff);
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                               attention_options(options, false, true, sub_seed(options.seed, 0))));
-  ff = register_module("ff", make_ff(options, sub_seed(options.seed, 3)));
+                                               attention_options(options, false, true, derive_seed(options.seed, 0))));
+  ff = register_module("ff", make_ff(options, derive_seed(options.seed, 3)));
   norm1 = register_module("norm1", make_norm(options));
   norm2 = register_module("norm2", make_norm(options));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 1)));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 2)));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 1)));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 2)));
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
@@ -67,17 +61,17 @@ Tensor EncoderLayer::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
 DecoderLayer::DecoderLayer(const TransformerLayerOptions& options) : options_(options) {
   HEED_CHECK(options.d_ff > 0, "DecoderLayer: d_ff must be positive, got ", options.d_ff);
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                               attention_options(options, true, true, sub_seed(options.seed, 0))));
+                                               attention_options(options, true, true, derive_seed(options.seed, 0))));
   // Separate projections: queries come from the decoder, keys and values from the memory.
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(
-                                                 attention_options(options, false, false, sub_seed(options.seed, 1))));
-  ff = register_module("ff", make_ff(options, sub_seed(options.seed, 5)));
+                                                 attention_options(options, false, false, derive_seed(options.seed, 1))));
+  ff = register_module("ff", make_ff(options, derive_seed(options.seed, 5)));
   norm1 = register_module("norm1", make_norm(options));
   norm2 = register_module("norm2", make_norm(options));
   norm3 = register_module("norm3", make_norm(options));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 2)));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 3)));
-  dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout, sub_seed(options.seed, 4)));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 2)));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 3)));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 4)));
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask,
@@ -96,7 +90,7 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const KeyPad
 // Stacks
 
 static TransformerLayerOptions layer_options(TransformerLayerOptions o, int64_t i) {
-  o.seed = sub_seed(o.seed, 100 + static_cast<uint64_t>(i));
+  o.seed = derive_seed(o.seed, 100 + static_cast<uint64_t>(i));
   return o;
 }
 
@@ -133,15 +127,15 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const KeyPaddingM
 EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& o) : options_(o) {
   HEED_CHECK(o.src_vocab > 0 && o.tgt_vocab > 0 && o.max_len > 0, "EncoderDecoder: src_vocab (", o.src_vocab,
              "), tgt_vocab (", o.tgt_vocab, ") and max_len (", o.max_len, ") must be positive");
-  Generator gen(sub_seed(o.seed, 0));
+  Generator gen(derive_seed(o.seed, 0));
   src_embed = register_module("src_embed", std::make_shared<Embedding>(o.src_vocab, o.d_model, &gen));
   tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(o.tgt_vocab, o.d_model, &gen));
   pos_encoding = register_module("pos_encoding", std::make_shared<SinusoidalPositionalEncoding>(o.d_model, o.max_len));
-  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, sub_seed(o.seed, 1)));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, derive_seed(o.seed, 1)));
   TransformerLayerOptions layer{.d_model = o.d_model, .n_head = o.n_head, .d_ff = o.d_ff, .dropout = o.dropout,
-                                .bias = true, .norm = o.norm, .eps = 1e-5, .seed = sub_seed(o.seed, 2)};
+                                .bias = true, .norm = o.norm, .eps = 1e-5, .seed = derive_seed(o.seed, 2)};
   encoder = register_module("encoder", std::make_shared<Encoder>(layer, o.n_encoder_layers));
-  layer.seed = sub_seed(o.seed, 3);
+  layer.seed = derive_seed(o.seed, 3);
   decoder = register_module("decoder", std::make_shared<Decoder>(layer, o.n_decoder_layers));
   generator = register_module("generator", std::make_shared<Linear>(o.d_model, o.tgt_vocab, true, &gen));
   // The embeddings are multiplied by sqrt(d_model) in embed(); drawn N(0, 1) they would be

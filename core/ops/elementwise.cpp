@@ -125,15 +125,12 @@ static Tensor simd_binary_map(const Tensor& a, const Tensor& b, const char* op, 
 }
 
 // Arithmetic (f written for both T and xsimd batches): same-shaped contiguous operands, the
-// common case (residual adds, gradient sums), take the xsimd blocks over the threads; the rest
-// (broadcasting, strided views) binary_map's row loops.
+// common case (residual adds, gradient sums), take simd_binary_map; strided views go through
+// binary_map's row loops rather than being copied first, as they would be for erf or exp.
 template <class F>
 static Tensor arithmetic_map(const Tensor& a, const Tensor& b, const char* op, F f) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype() || !a.is_contiguous() || !b.is_contiguous())
-    return binary_map(a, b, op, f);
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  visit_dtype(a.dtype(), [&]<class T>() { simd_apply(out.data<T>(), a.numel(), f, a.data<T>(), b.data<T>()); });
-  return out;
+  if (!a.is_contiguous() || !b.is_contiguous()) return binary_map(a, b, op, f);
+  return simd_binary_map(a, b, op, f);
 }
 
 // ------------------------------------------------------------------------------------------
