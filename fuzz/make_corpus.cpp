@@ -1,7 +1,8 @@
 // Writes fuzz/corpus/: valid tiny GPT checkpoints (as heed saves them, and as PyTorch names them)
-// and malformed ones, each well under 10 KB. Built by scripts/fuzz.sh as `make_fuzz_corpus` and
-// run as `make_fuzz_corpus fuzz/corpus`; the files are kept in the repository, so this only needs
-// to run again when the format changes.
+// and malformed ones, each well under 10 KB. Built in the fuzz build (-DHEED_FUZZ=ON, as
+// scripts/fuzz.sh configures build-fuzz) as `make_fuzz_corpus`, and run by hand as
+// `./build-fuzz/make_fuzz_corpus fuzz/corpus` (fuzz/README.md); the files are kept in the
+// repository, so this only needs to run again when the format changes.
 #include <cstdio>
 #include <cstring>
 #include <fstream>

@@ -10,6 +10,7 @@
 #include "corpus.h"
 #include "nn/gpt_checkpoint.h"
 #include "seq2seq.h"
+#include "run_state.h"
 #include "svg.h"
 
 namespace heed::cli {

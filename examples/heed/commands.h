@@ -79,5 +79,7 @@ inline constexpr int64_t kMaxSampleTokens = 10'000'000;
 /// Applies --threads (0: all CPUs available to the process) to OpenBLAS and heed's kernels;
 /// throws UsageError for a count outside [0, kMaxThreads].
 void apply_threads(int threads);
+/// The check alone (UsageError naming --threads), for validating flags before anything runs.
+void check_threads_flag(int threads);
 
 }  // namespace heed::cli

@@ -102,6 +102,11 @@ Vocab Vocab::from_text(const std::u32string& text) {
   return Vocab(std::move(chars));
 }
 
+int32_t Vocab::start_id() const {
+  const auto nl = chars_.find(U'\n');
+  return nl == std::u32string::npos ? 0 : static_cast<int32_t>(nl);
+}
+
 std::vector<int32_t> Vocab::encode(const std::u32string& text, const std::string& what) const {
   std::vector<int32_t> ids(text.size());
   for (size_t i = 0; i < text.size(); ++i) {

@@ -31,6 +31,9 @@ class Vocab {
   /// offset in UTF-8, and the character index) if one is not in the vocabulary.
   std::vector<int32_t> encode(const std::u32string& text, const std::string& what) const;
   std::string decode(int32_t id) const { return encode_utf8(chars_.at(id)); }
+  /// Where sampling starts without a prompt: the id of "\n", as nanoGPT's sample.py, or 0 if the
+  /// vocabulary has no newline.
+  int32_t start_id() const;
 
  private:
   std::u32string chars_;

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "corpus.h"
+#include "run_state.h"
 #include "svg.h"
 
 namespace heed::cli {

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -47,7 +48,8 @@ void remove_stale_temp_files(const std::string& dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    for (const std::string base : {"model.safetensors.tmp.", "train_state.safetensors.tmp.", "loss.svg.tmp."}) {
+    for (const std::string base : {"model.safetensors.tmp.", "train_state.safetensors.tmp.", "loss.svg.tmp.",
+                                  "log.jsonl.tmp."}) {
       if (name.rfind(base, 0) != 0) continue;
       const std::string pid_text = name.substr(base.size());
       if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -82,19 +84,21 @@ void truncate_log(const std::string& path, int64_t iter) {
       kept += line + "\n";
   }
   in.close();
-  // Temporary file, fsync, rename: a crash leaves the old log or the new one.
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  HEED_CHECK(fd >= 0, tmp, ": cannot create (", std::strerror(errno), ")");
-  const ssize_t n = kept.empty() ? 0 : ::write(fd, kept.data(), kept.size());
-  const int err = n < 0 ? errno : ENOSPC;
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(kept.size()) || !synced) {
-    ::unlink(tmp.c_str());
-    detail::fail(tmp, ": write failed (", std::strerror(synced ? err : EIO), ")");
+  write_text_file(path, kept);
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  HEED_CHECK(f, path, ": cannot write (", std::strerror(errno), ")");
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+                  ::fsync(::fileno(f)) == 0;
+  const int err = errno;
+  std::fclose(f);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    detail::fail(path, ": write failed (", std::strerror(ok ? errno : err), ")");
   }
-  HEED_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, path, ": rename failed (", std::strerror(errno), ")");
 }
 
 static void collect_dropouts(nn::Module& m, const std::string& prefix,

@@ -30,10 +30,13 @@ std::string log_path(const std::string& dir);
 /// naming --out if not).
 void prepare_out_dir(const std::string& dir);
 
-/// Removes the temporary files (`model.safetensors.tmp.<pid>`, `train_state...`, `loss.svg...`) that
-/// a killed run left in `dir`, those of processes still alive excepted.
+/// Removes the temporary files (`model.safetensors.tmp.<pid>`, `train_state...`, `loss.svg...`,
+/// `log.jsonl...`) that a killed run left in `dir`, those of processes still alive excepted.
 void remove_stale_temp_files(const std::string& dir);
 
+/// Writes `text` to `path` atomically (`path.tmp.<pid>`, fsync, rename: a crash leaves the old
+/// file or the new one); throws heed::Error naming the path.
+void write_text_file(const std::string& path, const std::string& text);
 /// Appends one line to a file and fsyncs it.
 void append_line(const std::string& path, const std::string& line);
 /// Keeps only the lines of log.jsonl whose "iter" is below `iter` (used on resume), atomically.

@@ -39,10 +39,8 @@ int run_sample(const SampleOptions& o) {
   apply_threads(o.threads);
   LoadedModel m = load_model(o.checkpoint);
   std::vector<int32_t> ids;
-  if (o.prompt.empty()) {  // nanoGPT's sample.py starts from "\n"
-    const std::u32string& chars = m.vocab.chars();
-    auto nl = std::find(chars.begin(), chars.end(), U'\n');
-    ids.push_back(nl != chars.end() ? static_cast<int32_t>(nl - chars.begin()) : 0);
+  if (o.prompt.empty()) {
+    ids.push_back(m.vocab.start_id());
   } else {
     ids = m.vocab.encode(decode_utf8(o.prompt, "--prompt"), "--prompt");
     std::fputs(o.prompt.c_str(), stdout);

@@ -1,8 +1,6 @@
 // `heed seq2seq`: trains the encoder-decoder Transformer on a generated character task with
 // source key-padding masks and teacher forcing, then measures exact match of greedy decoding on
 // held-out examples. Its last line is {"task": ..., "exact_match": X, "examples": N}.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -112,11 +110,11 @@ std::vector<std::string> greedy_decode(nn::EncoderDecoder& model, const std::vec
   return result;
 }
 
-// Fraction of the first `limit` (-1: all) examples whose greedy decoding equals the target.
+// Fraction of the examples whose greedy decoding equals the target.
 // Decoding stops one character past the longest target of a chunk: an output that long without
 // an end token is wrong whatever follows, so the score is that of unbounded decoding.
-static double exact_match(nn::EncoderDecoder& model, const std::vector<Example>& test, int64_t limit = -1) {
-  const int64_t n = limit < 0 ? static_cast<int64_t>(test.size()) : std::min<int64_t>(limit, test.size());
+static double exact_match(nn::EncoderDecoder& model, const std::vector<Example>& test) {
+  const int64_t n = static_cast<int64_t>(test.size());
   int64_t right = 0;
   for (int64_t i = 0; i < n; i += 250) {
     std::vector<std::string> src;

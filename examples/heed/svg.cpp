@@ -1,12 +1,8 @@
 #include "svg.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <sstream>
 
 #include "core/check.h"
@@ -29,20 +25,6 @@ std::string xml_escape(const std::string& s) {
     }
   }
   return o;
-}
-
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  HEED_CHECK(f, path, ": cannot write (", std::strerror(errno), ")");
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-                  ::fsync(::fileno(f)) == 0;
-  const int err = errno;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    detail::fail(path, ": write failed (", std::strerror(ok ? errno : err), ")");
-  }
 }
 
 static std::string fmt(double v, int prec = 2) {

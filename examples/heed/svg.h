@@ -32,7 +32,4 @@ std::string heatmaps_svg(const std::string& title, const std::vector<Heatmap>& m
 /// Escapes &, <, >, " and ' for SVG text.
 std::string xml_escape(const std::string& s);
 
-/// Writes `text` to `path` atomically (temporary file + rename); throws heed::Error naming the path.
-void write_text_file(const std::string& path, const std::string& text);
-
 }  // namespace heed::cli

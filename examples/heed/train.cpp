@@ -56,7 +56,7 @@ void validate(const TrainOptions& o) {
   require_usage(o.eval_interval >= 1, "--eval-interval must be at least 1");
   require_usage(o.eval_iters >= 1, "--eval-iters must be at least 1");
   require_usage(o.log_interval >= 1, "--log-interval must be at least 1");
-  require_usage(o.threads >= 0 && o.threads <= kMaxThreads, "--threads must be in [0, 1024] (0: all cores)");
+  check_threads_flag(o.threads);  // early too: before --out is created
   require_usage(o.sample_tokens >= 0, "--sample-tokens must not be negative");
   // Sizes that would not fit in memory are refused up front rather than failing mid-run.
   const double params = 12.0 * o.n_layer * double(o.n_embd) * o.n_embd;
@@ -71,9 +71,13 @@ void validate(const TrainOptions& o) {
   }
 }
 
-void apply_threads(int threads) {
+void check_threads_flag(int threads) {
   require_usage(threads >= 0 && threads <= kMaxThreads,
                 "--threads " + std::to_string(threads) + " is outside [0, " + std::to_string(kMaxThreads) + "] (0: all cores)");
+}
+
+void apply_threads(int threads) {
+  check_threads_flag(threads);
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1L, cpus)));
 }
@@ -172,6 +176,12 @@ class Trainer {
     opt_->set_lr(lr);
     sample_batch(corpus_.train, o_.batch_size, o_.block_size, data_gen_, x_, y_);
     if (profiler_) profiler_->begin_step();
+    struct EndStep {  // on every exit, a diverged step's throw included: no timer left installed
+      Profiler* p;
+      ~EndStep() {
+        if (p) p->end_step();
+      }
+    } end_step{profiler_};
     Tensor loss = model_->loss(x_, y_, o_.batch_size, o_.block_size);
     const double value = loss.item();
     if (!std::isfinite(value))
@@ -187,10 +197,7 @@ class Trainer {
     t0 = now_s();
     opt_->step();
     model_->zero_grad();
-    if (profiler_) {
-      profiler_->add("adamw", "step", now_s() - t0);
-      profiler_->end_step();
-    }
+    if (profiler_) profiler_->add("adamw", "step", now_s() - t0);
     ++iter_;
     return value;
   }
@@ -491,9 +498,7 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
     if (o.sample_tokens > 0) {
       std::printf("sample:\n");
       const Vocab& vocab = trainer.corpus().vocab;
-      std::vector<int32_t> ids{static_cast<int32_t>(
-          std::lower_bound(vocab.chars().begin(), vocab.chars().end(), U'\n') - vocab.chars().begin())};
-      if (ids[0] >= vocab.size() || vocab.chars()[ids[0]] != U'\n') ids[0] = 0;
+      std::vector<int32_t> ids{vocab.start_id()};
       Generator gen(o.seed);
       generate(trainer.model(), ids, o.sample_tokens, 0.8, 200, gen, [&](int32_t id) {
         std::fputs(vocab.decode(id).c_str(), stdout);
