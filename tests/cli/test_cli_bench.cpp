@@ -2,8 +2,6 @@
 // the per-op table the next optimisation is chosen from.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -19,34 +17,24 @@ using nlohmann::json;
 namespace {
 
 // A corpus of 9 distinct characters (a-g, space, newline), so the vocabulary is known.
-std::string write_corpus(const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
-  const std::string path = dir / "corpus.txt";
-  std::ofstream(path) << [] {
-    std::string s;
-    for (int i = 0; i < 400; ++i) s += "abc defg\n"[i % 9];
-    return s;
-  }();
-  return path;
+std::string write_corpus(const ScratchDir& dir) {
+  std::string s;
+  for (int i = 0; i < 400; ++i) s += "abc defg\n"[i % 9];
+  write_file(dir / "corpus.txt", s);
+  return dir / "corpus.txt";
 }
 
 const std::vector<std::string> kModel = {"--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8",
                                          "--batch-size", "3", "--threads", "1"};
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 }  // namespace
 
 TEST_CASE("heed bench prints one JSON line: median ms per iteration, tokens/s and parameters", "[cli]") {
-  const auto dir = std::filesystem::temp_directory_path() / "heed_test_bench";
+  ScratchDir dir("bench");
   const std::string corpus = write_corpus(dir);
-  ProcessResult r = run_heed(with({"bench", "--data", corpus, "--iters", "5"}, kModel));
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.signal == 0);
-  REQUIRE(r.exit_code == 0);
+  ProcessResult r = run_heed(cat({"bench", "--data", corpus, "--iters", "5"}, kModel));
+  require_ok(r);
+  INFO("stdout: " << r.out);
   REQUIRE(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   const json j = json::parse(r.out);
   const double ms = j.at("ms_per_iter").get<double>(), tps = j.at("tokens_per_s").get<double>();
@@ -59,21 +47,20 @@ TEST_CASE("heed bench prints one JSON line: median ms per iteration, tokens/s an
   // Every parameter of the model bench built, the position embedding included.
   nn::GPT model(nn::GPTConfig{.vocab_size = 9, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 16});
   REQUIRE(j.at("params").get<int64_t>() == model.num_params(false));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("heed train and bench --profile print time per op type, forward and backward apart, and the GEMM share", "[cli]") {
-  const auto dir = std::filesystem::temp_directory_path() / "heed_test_profile";
+  ScratchDir dir("profile");
   const std::string corpus = write_corpus(dir);
   for (const char* cmd : {"bench", "train"}) {
     INFO(cmd);
-    std::vector<std::string> args = with({cmd, "--data", corpus, "--profile"}, kModel);
-    if (std::string(cmd) == "bench") args = with(args, {"--iters", "3"});
-    else args = with(args, {"--out", dir / "run", "--max-iters", "4", "--eval-interval", "2", "--eval-iters", "1",
+    std::vector<std::string> args = cat({cmd, "--data", corpus, "--profile"}, kModel);
+    if (std::string(cmd) == "bench") args = cat(args, {"--iters", "3"});
+    else args = cat(args, {"--out", dir / "run", "--max-iters", "4", "--eval-interval", "2", "--eval-iters", "1",
                             "--sample-tokens", "0"});
     ProcessResult r = run_heed(args);
+    require_ok(r);
     INFO("stdout: " << r.out << "\nstderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
     // Rows "op phase ms/iter share calls/it"; collect (op, phase).
     std::set<std::pair<std::string, std::string>> rows;
     // train prints the table after its log on stdout; bench on stderr, its stdout being the JSON.
@@ -96,5 +83,4 @@ TEST_CASE("heed train and bench --profile print time per op type, forward and ba
     CHECK(gemm_share > 0);
     CHECK(gemm_share < 100);
   }
-  std::filesystem::remove_all(dir);
 }

@@ -27,16 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string tiny_corpus() {
-  const std::string alphabet = "abcdefgh \n";
-  std::string s;
-  uint32_t x = 4242;
-  for (int i = 0; i < 600; ++i) {
-    x = x * 1103515245u + 12345u;
-    s += alphabet[(x >> 16) % alphabet.size()];
-  }
-  return s;
-}
+std::string tiny_corpus() { return test::tiny_corpus(4242); }
 
 // `heed train` with a tiny model that evaluates and checkpoints every `eval_interval` iterations.
 std::vector<std::string> train_args(const std::string& corpus, const std::string& out, int64_t max_iters,
@@ -169,11 +160,9 @@ TEST_CASE("crash: SIGKILL at varied instants, many while saving, never tears a c
   // Finish 10 iterations past the last checkpoint, and compare with the same run uninterrupted.
   const int64_t max_iters = last_state_iter + 10;
   ProcessResult r = run_process(train_args(corpus, ref, max_iters, 1));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  require_ok(r);
   r = run_process(train_args(corpus, run, max_iters, 1, {"--resume"}));
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
+  require_ok(r);
   CHECK(temp_files(run).empty());
   CHECK(check_loadable(run) == std::pair<int64_t, int64_t>{max_iters, max_iters});
   // Twenty kills later, the same losses at every evaluation and the same final weights, bit for bit.
@@ -228,8 +217,7 @@ TEST_CASE("crash: a failing write (full disk) is reported in one line and keeps 
   write_file(corpus, tiny_corpus());
   const std::string run = dir / "run";
   ProcessResult r = run_process(train_args(corpus, run, 4, 4));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  require_ok(r);
   const std::string model_before = read_file(run + "/model.safetensors");
   const std::string state_before = read_file(run + "/train_state.safetensors");
   REQUIRE(check_loadable(run) == std::pair<int64_t, int64_t>{4, 4});
@@ -254,8 +242,7 @@ TEST_CASE("crash: a failing write (full disk) is reported in one line and keeps 
 
   // With room again, --resume goes on from the kept checkpoint.
   r = run_process(train_args(corpus, run, 8, 4, {"--resume"}));
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
+  require_ok(r);
   CHECK(r.out.find("resuming " + run + " at iteration 4") != std::string::npos);
   CHECK(check_loadable(run) == std::pair<int64_t, int64_t>{8, 8});
 

@@ -22,26 +22,11 @@ using namespace heed::test;
 
 namespace {
 
-// 600 characters over the alphabet "\n abcdefgh" (10 characters), deterministic.
-std::string tiny_corpus() {
-  const std::string alphabet = "abcdefgh \n";
-  std::string s;
-  uint32_t x = 12345;
-  for (int i = 0; i < 600; ++i) {
-    x = x * 1103515245u + 12345u;
-    s += alphabet[(x >> 16) % alphabet.size()];
-  }
-  return s;
-}
+std::string tiny_corpus() { return test::tiny_corpus(12345); }
 
 const std::vector<std::string> kTiny = {"--n-layer",   "1", "--n-head",    "2", "--n-embd",       "16",
                                         "--block-size", "8", "--batch-size", "2", "--max-iters",     "3",
                                         "--eval-iters", "1", "--sample-tokens", "0", "--threads", "1"};
-
-std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 nn::GPTConfig tiny_config() {
   nn::GPTConfig c;

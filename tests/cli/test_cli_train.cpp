@@ -85,17 +85,6 @@ std::vector<std::string> tiny_flags() {
           "--lr", "1e-2", "--min-lr", "1e-3", "--warmup-iters", "2", "--lr-decay-iters", "40"};
 }
 
-std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-void require_ok(const ProcessResult& r) {
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.signal == 0);
-  REQUIRE(r.exit_code == 0);
-}
-
 ProcessResult train(const std::vector<std::string>& args) {
   ProcessResult r = run_heed(cat({"train"}, args));
   require_ok(r);

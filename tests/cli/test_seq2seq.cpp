@@ -362,9 +362,7 @@ TEST_CASE("heed seq2seq: a short run drives the loss down and ends with one JSON
   ProcessResult r = run_heed({"seq2seq", "--task", "copy", "--max-iters", "200", "--d-model", "32", "--n-head", "2",
                               "--n-layer", "1", "--batch-size", "32", "--lr", "3e-3", "--examples", "100",
                               "--log-interval", "20", "--seed", "4", "--threads", "1", "--out", dir.path()});
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.signal == 0);
-  REQUIRE(r.exit_code == 0);
+  require_ok(r);
   const auto summary = nlohmann::json::parse(last_line(r.out));
   REQUIRE(summary.is_object());
   CHECK(summary.size() == 3);

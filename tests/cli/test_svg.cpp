@@ -129,8 +129,7 @@ TEST_CASE("heed attention on a GPT checkpoint: n_layer * n_head causal heatmaps 
   nn::save_gpt_checkpoint(dir / "model.safetensors", model, "\n abc<");
   const std::string text = "ab <c\nba";
   ProcessResult r = run_heed({"attention", "--checkpoint", dir / "model.safetensors", "--text", text, "--out", dir / "a.svg"});
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.exit_code == 0);
+  require_ok(r);
   auto root = parse_svg(read_file(dir / "a.svg"));
   const auto ps = panels(*root);
   REQUIRE(ps.size() == 6);  // n_layer * n_head
@@ -168,8 +167,7 @@ TEST_CASE("heed attention on a seq2seq checkpoint: cross-attention, source by ou
   const std::string text = "Nov 22, 2026";
   const std::string decoded = greedy_decode(model, {text}, kSeq2SeqMaxLen - 1)[0];
   ProcessResult r = run_heed({"attention", "--checkpoint", dir / "model.safetensors", "--text", text, "--out", dir / "a.svg"});
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.exit_code == 0);
+  require_ok(r);
   auto root = parse_svg(read_file(dir / "a.svg"));
   const auto ps = panels(*root);
   REQUIRE(ps.size() == 4);  // decoder layers * heads
@@ -203,8 +201,7 @@ TEST_CASE("heed plot: train and val curves of each log, one colour per run", "[s
   write_file(dir / "runB/log.jsonl", "{\"iter\":0,\"train_loss\":4.1,\"val_loss\":4.2}\n{\"iter\":50,\"train_loss\":3.0,\"val_loss\":3.1}\n"
                                      "{\"iter\":100,\"train_loss\":1.5,\"val_loss\":1.9}\n");
   ProcessResult r = run_heed({"plot", "--log", dir / "runA/log.jsonl", "--log", dir / "runB/log.jsonl", "--out", dir / "p.svg"});
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.exit_code == 0);
+  require_ok(r);
   auto root = parse_svg(read_file(dir / "p.svg"));
   const auto lines = root->elements("polyline", "curve");
   REQUIRE(lines.size() == 4);

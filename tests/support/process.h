@@ -143,6 +143,32 @@ inline std::string last_line(const std::string& text) {
   return nl == std::string::npos ? s : s.substr(nl + 1);
 }
 
+/// `a` followed by `b`: argument lists put together.
+inline std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// The process exited normally with code 0 (both streams are shown if not).
+inline void require_ok(const ProcessResult& r) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.signal == 0);
+  REQUIRE(r.exit_code == 0);
+}
+
+/// 600 characters over the alphabet "abcdefgh \n" (10 characters), deterministic for `seed`:
+/// the corpus of the command-line tests' tiny runs.
+inline std::string tiny_corpus(uint32_t seed) {
+  const std::string alphabet = "abcdefgh \n";
+  std::string s;
+  uint32_t x = seed;
+  for (int i = 0; i < 600; ++i) {
+    x = x * 1103515245u + 12345u;
+    s += alphabet[(x >> 16) % alphabet.size()];
+  }
+  return s;
+}
+
 /// Checks the contract for bad input: no signal, the expected exit code, and exactly one line on
 /// stderr, starting "heed: error:" and containing every one of `needles`.
 inline void require_clean_error(const ProcessResult& r, int code, const std::vector<std::string>& needles) {
