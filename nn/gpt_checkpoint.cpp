@@ -99,6 +99,14 @@ GPTConfig parse_gpt_config(const std::string& json_text, const std::string& what
   return c;
 }
 
+int64_t first_non_finite(const Tensor& t) {
+  const Tensor c = t.to(DType::f32).contiguous();
+  const float* v = c.data<float>();
+  for (int64_t i = 0; i < c.numel(); ++i)
+    if (!std::isfinite(v[i])) return i;
+  return -1;
+}
+
 void save_gpt_checkpoint(const std::string& path, const GPT& model, const std::string& vocab_utf8,
                          const std::map<std::string, std::string>& extra) {
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -173,10 +181,9 @@ LoadedGPT gpt_from_safetensors(SafetensorsFile file, const std::string& path) {
   // a NaN loss or garbage samples.
   for (auto& [name, t] : found) {
     t = t.to(DType::f32).contiguous();
-    const float* v = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      HEED_CHECK(std::isfinite(v[i]), path, ": tensor \"", name, "\" is not finite (element ", i, " is ", v[i],
-                 " as float32)");
+    const int64_t i = first_non_finite(t);
+    HEED_CHECK(i < 0, path, ": tensor \"", name, "\" is not finite (element ", i, " is ",
+               i < 0 ? 0.0f : t.data<float>()[i], " as float32)");
   }
 
   // Only now, with every size backed by bytes in the file, is the model built.

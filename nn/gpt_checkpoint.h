@@ -39,6 +39,10 @@ std::string gpt_config_json(const GPTConfig& config);
 /// n_embd divisible by n_head, dropout in [0, 1)).
 GPTConfig parse_gpt_config(const std::string& json_text, const std::string& what);
 
+/// The index of the first NaN or infinite element of `t` (as float32, row-major), or -1: the
+/// check a checkpoint's weights pass when saved and when loaded.
+int64_t first_non_finite(const Tensor& t);
+
 /// Writes `model` (float32 copies of its weights) with config, vocab and `extra` metadata to
 /// `path` atomically (see save_safetensors).
 void save_gpt_checkpoint(const std::string& path, const GPT& model, const std::string& vocab_utf8,

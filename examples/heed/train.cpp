@@ -236,14 +236,10 @@ class Trainer {
   /// Writes train_state.safetensors (weights, moments, generators, recipe), then model.safetensors.
   void save(const std::string& dir, bool eval_done, double elapsed, const json& last_eval) {
     // Never replace a good checkpoint with a diverged model.
-    for (auto& [name, t] : model_->named_parameters()) {
-      const Tensor c = t.contiguous();
-      const float* v = c.data<float>();
-      for (int64_t i = 0; i < c.numel(); ++i)
-        if (!std::isfinite(v[i]))
-          detail::fail("training diverged: parameter '", name, "' is ", v[i], " (element ", i, ") at iteration ",
-                       iter_, "; not saved");
-    }
+    for (auto& [name, t] : model_->named_parameters())
+      if (const int64_t i = nn::first_non_finite(t); i >= 0)
+        detail::fail("training diverged: parameter '", name, "' is ", t.contiguous().data<float>()[i], " (element ", i,
+                     ") at iteration ", iter_, "; not saved");
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (auto& [name, t] : model_->named_parameters()) tensors.emplace_back("model." + name, t);
     for (auto& [name, t] : opt_->state_tensors()) tensors.emplace_back("optim." + name, t);
