@@ -32,6 +32,25 @@ void args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"small", "threads"})->Unit(benchmark::kMicrosecond);
 }
 
+// Reports `flops` per iteration as a GFLOP/s counter.
+void set_flops(benchmark::State& state, double flops) {
+  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+// A module's forward and backward on a (B, T, C) input with a fixed upstream gradient, the
+// gradients cleared after each iteration as a training step would.
+template <class M>
+void module_fwd_bwd(benchmark::State& state, M& module, const Config& c, uint64_t seed) {
+  Generator gen(seed);
+  Tensor x = Tensor::randn({c.B, c.T, c.C}, gen).requires_grad_();
+  Tensor g = Tensor::randn({c.B, c.T, c.C}, gen);
+  for (auto _ : state) {
+    module.forward(x).backward(g);
+    module.zero_grad();
+    x.zero_grad();
+  }
+}
+
 // linear forward + backward at the MLP's c_fc shape: (B T, C) x (4C, C)^T.
 void BM_linear_fwd_bwd(benchmark::State& state) {
   set_threads(state);
@@ -46,8 +65,7 @@ void BM_linear_fwd_bwd(benchmark::State& state) {
     x.zero_grad();
     w.zero_grad();
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(6.0 * c.B * c.T * c.C * 4 * c.C, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  set_flops(state, 6.0 * c.B * c.T * c.C * 4 * c.C);
 }
 BENCHMARK(BM_linear_fwd_bwd)->Apply(args);
 
@@ -56,14 +74,7 @@ void BM_attention_fwd_bwd(benchmark::State& state) {
   set_threads(state);
   const Config c = config_of(state.range(0));
   nn::MultiHeadAttention attn(nn::MultiHeadAttentionOptions{.d_model = c.C, .n_head = c.nh, .causal = true, .bias = false});
-  Generator gen(2);
-  Tensor x = Tensor::randn({c.B, c.T, c.C}, gen).requires_grad_();
-  Tensor g = Tensor::randn({c.B, c.T, c.C}, gen);
-  for (auto _ : state) {
-    attn.forward(x).backward(g);
-    attn.zero_grad();
-    x.zero_grad();
-  }
+  module_fwd_bwd(state, attn, c, 2);
 }
 BENCHMARK(BM_attention_fwd_bwd)->Apply(args);
 
@@ -83,10 +94,6 @@ struct HeadData {
   }
   double causal_flops() const { return 2.0 * T * (T + 1) / 2.0 * hd; }
 };
-
-void set_flops(benchmark::State& state, double flops) {
-  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-}
 
 // scores = q k^T (a_bt), with k transposed at heed's padded row stride (range(1) = 1) or at
 // exactly T (range(1) = 0: at T = 256 the rows are 1 KB apart and share a quarter of L1's sets).
@@ -138,14 +145,7 @@ void BM_layer_norm_fwd_bwd(benchmark::State& state) {
   set_threads(state);
   const Config c = config_of(state.range(0));
   nn::LayerNorm ln(c.C, 1e-5, true, false);
-  Generator gen(4);
-  Tensor x = Tensor::randn({c.B, c.T, c.C}, gen).requires_grad_();
-  Tensor g = Tensor::randn({c.B, c.T, c.C}, gen);
-  for (auto _ : state) {
-    ln.forward(x).backward(g);
-    ln.zero_grad();
-    x.zero_grad();
-  }
+  module_fwd_bwd(state, ln, c, 4);
 }
 BENCHMARK(BM_layer_norm_fwd_bwd)->Apply(args);
 

@@ -179,44 +179,35 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   Pool::instance().run(chunks, chunk);
 }
 
+// Both forms of parallel_for_blocks: the arrays laid end to end, split into `shares` equal runs
+// of elements (each at least min_parallel); share s takes the fixed blocks that begin in its run.
+// Which share runs a block never changes the block, so neither does any per-block result.
+static void for_blocks(const int64_t* lengths, size_t arrays, int64_t block, int64_t min_parallel,
+                       const std::function<void(size_t, int64_t, int64_t)>& fn) {
+  block = std::max<int64_t>(block, 1);
+  int64_t total = 0;
+  for (size_t a = 0; a < arrays; ++a) total += std::max<int64_t>(lengths[a], 0);
+  if (total == 0) return;
+  const int64_t shares = std::clamp<int64_t>(total / std::max<int64_t>(min_parallel, 1), 1, num_threads());
+  parallel_for(shares, 1, [&](int64_t s0, int64_t s1) {
+    const int64_t lo = total * s0 / shares, hi = total * s1 / shares;
+    int64_t start = 0;  // where array a begins, end to end
+    for (size_t a = 0; a < arrays && start < hi; start += std::max<int64_t>(lengths[a], 0), ++a) {
+      // The blocks of array a that begin in [lo, hi).
+      const int64_t first = std::max<int64_t>(0, (lo - start + block - 1) / block) * block;
+      for (int64_t b = first; b < lengths[a] && start + b < hi; b += block) fn(a, b, std::min(lengths[a], b + block));
+    }
+  });
+}
+
 void parallel_for_blocks(int64_t n, int64_t block, int64_t min_parallel,
                          const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
-  block = std::max<int64_t>(block, 1);
-  const int64_t blocks = (n + block - 1) / block;
-  const int64_t grain = std::max<int64_t>(1, (std::max<int64_t>(min_parallel, 1) + block - 1) / block);
-  parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) fn(b * block, std::min(n, (b + 1) * block));
-  });
+  for_blocks(&n, 1, block, min_parallel, [&](size_t, int64_t b, int64_t e) { fn(b, e); });
 }
 
 void parallel_for_blocks(const std::vector<int64_t>& lengths, int64_t block, int64_t min_parallel,
                          const std::function<void(size_t, int64_t, int64_t)>& fn) {
-  block = std::max<int64_t>(block, 1);
-  struct Block {
-    size_t array;
-    int64_t begin, end;
-    int64_t start;  // where the block begins in the arrays laid end to end
-  };
-  std::vector<Block> blocks;
-  int64_t total = 0;
-  for (size_t a = 0; a < lengths.size(); ++a) {
-    for (int64_t b = 0; b < lengths[a]; b += block) blocks.push_back({a, b, std::min(lengths[a], b + block), total + b});
-    total += std::max<int64_t>(lengths[a], 0);
-  }
-  if (blocks.empty()) return;
-  const int64_t shares = std::clamp<int64_t>(total / std::max<int64_t>(min_parallel, 1), 1, num_threads());
-  // Share s takes the blocks that begin in [total s / shares, total (s + 1) / shares): equal
-  // numbers of elements, however unequal the blocks (a 7-element bias is one block too).
-  auto first_block_from = [&](int64_t pos) {
-    return std::lower_bound(blocks.begin(), blocks.end(), pos, [](const Block& b, int64_t p) { return b.start < p; }) -
-           blocks.begin();
-  };
-  parallel_for(shares, 1, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s)
-      for (int64_t b = first_block_from(total * s / shares), e = first_block_from(total * (s + 1) / shares); b < e; ++b)
-        fn(blocks[b].array, blocks[b].begin, blocks[b].end);
-  });
+  for_blocks(lengths.data(), lengths.size(), block, min_parallel, fn);
 }
 
 }  // namespace heed
