@@ -1,6 +1,8 @@
 // Elementwise ops: broadcast arithmetic and the pointwise functions, each forward followed by its
-// backward. Kernels are pointer loops over contiguous rows (the compiler vectorises them at -O3
-// -march=native); broadcasting and strided views go through for_each_row.
+// backward. Same-shaped contiguous arithmetic and the transcendental functions (exp, tanh, GELU)
+// run on xsimd batches over the thread pool (simd_apply); the rest are pointer loops over
+// contiguous rows (the compiler vectorises them at -O3 -march=native), and broadcasting and
+// strided views go through for_each_row.
 #include <xsimd/xsimd.hpp>
 
 #include <cmath>

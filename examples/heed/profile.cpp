@@ -30,7 +30,8 @@ void Profiler::add(const std::string& op, const std::string& phase, double secon
   e.calls += 1;
 }
 
-// Ops whose time is (almost all) a BLAS GEMM call.
+// Ops whose time is (almost all) matrix products: BLAS GEMMs (matmul, linear, add_linear) and
+// attention's own product kernels (nn/attention_kernels.h).
 static bool is_gemm(const std::string& op) {
   return op == "matmul" || op == "linear" || op == "add_linear" || op.find("attention") != std::string::npos;
 }
