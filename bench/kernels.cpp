@@ -8,7 +8,7 @@
 
 #include "core/heed.h"
 #include "nn/attention.h"
-#include "nn/attention_kernels.h"
+#include "core/ops/attention_kernels.h"
 #include "nn/layer_norm.h"
 
 using namespace heed;
@@ -99,9 +99,9 @@ struct HeadData {
 // exactly T (range(1) = 0: at T = 256 the rows are 1 KB apart and share a quarter of L1's sets).
 void BM_attention_scores(benchmark::State& state) {
   HeadData d(config_of(state.range(0)), state.range(1) ? 16 : 0);
-  nn::kernels::transpose(d.kt.data(), d.kt_ld, d.qkv.data() + d.hd, d.ld, d.T, d.hd);
+  detail::kernels::transpose(d.kt.data(), d.kt_ld, d.qkv.data() + d.hd, d.ld, d.T, d.hd);
   for (auto _ : state) {
-    nn::kernels::a_bt(d.scores.data(), d.T, d.qkv.data(), d.ld, d.kt.data(), d.kt_ld, d.T, d.hd,
+    detail::kernels::a_bt(d.scores.data(), d.T, d.qkv.data(), d.ld, d.kt.data(), d.kt_ld, d.T, d.hd,
                       [&](int64_t i) { return i + 1; });
     benchmark::DoNotOptimize(d.scores.data());
   }
@@ -115,10 +115,10 @@ void BM_attention_weighted_sum(benchmark::State& state) {
   const bool transposed = state.range(1) != 0;
   for (auto _ : state) {
     if (transposed) {
-      nn::kernels::p_v(d.out.data(), d.ld, d.scores.data(), 1, d.T, d.qkv.data(), d.ld, d.T, d.hd,
+      detail::kernels::p_v(d.out.data(), d.ld, d.scores.data(), 1, d.T, d.qkv.data(), d.ld, d.T, d.hd,
                        [&](int64_t j) { return std::pair<int64_t, int64_t>{j, d.T}; });
     } else {
-      nn::kernels::p_v(d.out.data(), d.ld, d.scores.data(), d.T, 1, d.qkv.data(), d.ld, d.T, d.hd,
+      detail::kernels::p_v(d.out.data(), d.ld, d.scores.data(), d.T, 1, d.qkv.data(), d.ld, d.T, d.hd,
                        [&](int64_t i) { return std::pair<int64_t, int64_t>{0, i + 1}; });
     }
     benchmark::DoNotOptimize(d.out.data());

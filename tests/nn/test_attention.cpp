@@ -1,5 +1,6 @@
 // MultiHeadAttention: values against PyTorch, gradient checks (self, causal, padded, cross),
-// causality, padding and cross-attention properties, and the fused attention_softmax op.
+// causality, padding and cross-attention properties. The attention ops themselves
+// (attention_softmax, attention_heads) are tested in tests/core/test_attention_ops.cpp.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cstring>
@@ -319,66 +320,6 @@ TEST_CASE("MultiHeadAttention forward_residual is residual + forward, with and w
       m.resid_dropout->seed(4);
       return m.forward_residual(in[0], in[0]);
     });
-  }
-}
-
-TEST_CASE("attention_softmax gradcheck, with causal and padding masks and Tq != Tk", "[attention]") {
-  Tensor s = randn64({2, 2, 3, 5}, 16);
-  const auto mask = nn::padding_mask_from_lengths({5, 2}, 5);
-  for (bool causal : {false, true}) {
-    for (const nn::KeyPaddingMask* m : {static_cast<const nn::KeyPaddingMask*>(nullptr), &mask}) {
-      INFO("causal " << causal << " padded " << (m != nullptr));
-      require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.7, causal, m); },
-                        {s});
-    }
-  }
-  // Long causal rows (vector paths with a masked last batch), with padding.
-  Tensor s_long = randn64({1, 2, 21, 37}, 19);
-  const auto mask_long = nn::padding_mask_from_lengths({30}, 37);
-  require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.3, true, &mask_long); },
-                    {s_long});
-  require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.3, true, nullptr); },
-                    {s_long});
-  // A non-contiguous input (transposed scores) goes through the same kernels.
-  Tensor st = randn64({2, 2, 5, 3}, 17);
-  require_gradcheck([&](const std::vector<Tensor>& in) {
-    return nn::attention_softmax(transpose(in[0], -2, -1), 0.5, true, nullptr);
-  }, {st});
-}
-
-TEST_CASE("attention_softmax equals masked_fill(-inf) then softmax of the scaled scores", "[attention]") {
-  // Small rows take the scalar paths; long ones the vector paths, including the masked partial
-  // batch at the end of causal rows. Causal is bottom-right aligned (key j <= i + Tk - Tq), and
-  // the padding leaves every row a key.
-  for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{4, 6}, {40, 45}, {33, 33}}) {
-    for (DType dt : {DType::f64, DType::f32}) {
-      INFO("Tq " << Tq << " Tk " << Tk << " " << dtype_name(dt));
-      Generator gen(5);
-      const Tensor s = Tensor::randn({2, 3, Tq, Tk}, gen, 2.0, 0.0, dt);
-      const double scale = 0.35;
-      const auto pad = nn::padding_mask_from_lengths({Tk, Tk - 2}, Tk);
-      for (bool causal : {false, true}) {
-        for (bool padded : {false, true}) {
-          INFO("causal " << causal << " padded " << padded);
-          std::vector<uint8_t> full(2 * Tq * Tk, 0);
-          for (int64_t b = 0; b < 2; ++b)
-            for (int64_t i = 0; i < Tq; ++i)
-              for (int64_t j = 0; j < Tk; ++j)
-                full[(b * Tq + i) * Tk + j] = (causal && j > i + Tk - Tq) || (padded && pad.pad[b * Tk + j]);
-          const Tensor expected = softmax(masked_fill(mul(s, scale), full, {2, 1, Tq, Tk},
-                                                      -std::numeric_limits<double>::infinity()), -1);
-          const Tensor got = nn::attention_softmax(s, scale, causal, padded ? &pad : nullptr);
-          require_values(got, expected.shape(), expected.to_vector<double>(), dt == DType::f64 ? 1e-12 : 1e-6);
-          // Masked weights are exactly zero.
-          const auto g = got.to_vector<double>();
-          for (int64_t b = 0; b < 2; ++b)
-            for (int64_t h = 0; h < 3; ++h)
-              for (int64_t i = 0; i < Tq; ++i)
-                for (int64_t j = 0; j < Tk; ++j)
-                  if (full[(b * Tq + i) * Tk + j]) REQUIRE(g[((b * 3 + h) * Tq + i) * Tk + j] == 0.0);
-        }
-      }
-    }
   }
 }
 
