@@ -159,6 +159,14 @@ Tensor Tensor::rand(const Shape& shape, Generator& gen, double lo, double hi, DT
   return t;
 }
 
+Tensor Tensor::randn(const Shape& shape, double std, double mean, DType dtype) {
+  return randn(shape, default_generator(), std, mean, dtype);
+}
+
+Tensor Tensor::rand(const Shape& shape, double lo, double hi, DType dtype) {
+  return rand(shape, default_generator(), lo, hi, dtype);
+}
+
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();

@@ -7,6 +7,7 @@
 
 #include "core/ops.h"
 #include "core/random.h"
+#include "nn/init.h"
 
 namespace heed::nn {
 
@@ -20,19 +21,17 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options)
   HEED_CHECK(C % nh == 0, "MultiHeadAttention: d_model (", C, ") is not divisible by n_head (", nh,
              "); head_dim = d_model / n_head must be an integer");
   head_dim_ = C / nh;
-  Generator gen(derive_seed(options.seed, 0));
   if (options.fused_qkv) {
-    c_attn = register_module("c_attn", std::make_shared<Linear>(C, 3 * C, options.bias, &gen));
+    c_attn = register_module("c_attn", std::make_shared<Linear>(C, 3 * C, options.bias));
   } else {
-    q_proj = register_module("q_proj", std::make_shared<Linear>(C, C, options.bias, &gen));
-    k_proj = register_module("k_proj", std::make_shared<Linear>(C, C, options.bias, &gen));
-    v_proj = register_module("v_proj", std::make_shared<Linear>(C, C, options.bias, &gen));
+    q_proj = register_module("q_proj", std::make_shared<Linear>(C, C, options.bias));
+    k_proj = register_module("k_proj", std::make_shared<Linear>(C, C, options.bias));
+    v_proj = register_module("v_proj", std::make_shared<Linear>(C, C, options.bias));
   }
-  c_proj = register_module("c_proj", std::make_shared<Linear>(C, C, options.bias, &gen));
-  attn_dropout = register_module("attn_dropout",
-                                 std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 1)));
-  resid_dropout = register_module("resid_dropout",
-                                  std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 2)));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(C, C, options.bias));
+  attn_dropout = register_module("attn_dropout", std::make_shared<Dropout>(options.dropout));
+  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(options.dropout));
+  init::by_name(*this, seed_or_draw(options.seed));
 }
 
 static void check_input(const Tensor& t, int64_t C, const char* what) {

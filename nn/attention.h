@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/ops.h"
@@ -35,7 +36,9 @@ struct MultiHeadAttentionOptions {
   bool fused_qkv = true;   ///< one c_attn Linear(C, 3C) (nanoGPT); else q_proj, k_proj, v_proj
   bool bias = true;        ///< biases on the projections
   double dropout = 0.0;    ///< on the attention weights and on the output (training mode only)
-  uint64_t seed = 0;       ///< seeds the weight init and the two dropouts
+  /// Root seed of the weights (each Linear's default init, by name: nn::init::by_name) and of the
+  /// two dropouts; none: drawn from the default generator (heed::manual_seed).
+  std::optional<uint64_t> seed = std::nullopt;
 };
 
 /// Multi-head scaled dot-product attention with output projection. Children (nanoGPT names):

@@ -5,7 +5,7 @@
 namespace heed::nn {
 
 FeedForward::FeedForward(int64_t d_model, int64_t d_hidden, double p, bool bias, Activation act,
-                         Generator* gen, uint64_t dropout_seed)
+                         Generator* gen, std::optional<uint64_t> dropout_seed)
     : act_(act) {
   c_fc = register_module("c_fc", std::make_shared<Linear>(d_model, d_hidden, bias, gen));
   c_proj = register_module("c_proj", std::make_shared<Linear>(d_hidden, d_model, bias, gen));

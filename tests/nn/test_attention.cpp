@@ -228,11 +228,16 @@ TEST_CASE("MultiHeadAttention children use nanoGPT names", "[attention]") {
   REQUIRE(fused.children().size() == 4);  // c_attn, c_proj, attn_dropout, resid_dropout
   REQUIRE(fused.children()[2].first == "attn_dropout");
   REQUIRE(fused.children()[3].first == "resid_dropout");
-  // The seed fixes the init; different seeds differ.
-  nn::MultiHeadAttention again({.d_model = 8, .n_head = 2});
+  // The seed fixes the init; different seeds differ; without a seed each module draws its own
+  // root seed from the default generator, so two default-built modules differ.
+  nn::MultiHeadAttention seeded({.d_model = 8, .n_head = 2, .seed = 3});
+  nn::MultiHeadAttention again({.d_model = 8, .n_head = 2, .seed = 3});
   nn::MultiHeadAttention other({.d_model = 8, .n_head = 2, .seed = 7});
-  REQUIRE(again.c_attn->weight.to_vector<float>() == fused.c_attn->weight.to_vector<float>());
-  REQUIRE(other.c_attn->weight.to_vector<float>() != fused.c_attn->weight.to_vector<float>());
+  nn::MultiHeadAttention unseeded({.d_model = 8, .n_head = 2});
+  REQUIRE(again.c_attn->weight.to_vector<float>() == seeded.c_attn->weight.to_vector<float>());
+  REQUIRE(again.c_proj->bias.to_vector<float>() == seeded.c_proj->bias.to_vector<float>());
+  REQUIRE(other.c_attn->weight.to_vector<float>() != seeded.c_attn->weight.to_vector<float>());
+  REQUIRE(unseeded.c_attn->weight.to_vector<float>() != fused.c_attn->weight.to_vector<float>());
 }
 
 TEST_CASE("MultiHeadAttention gradcheck: self-attention, non-causal", "[attention]") {

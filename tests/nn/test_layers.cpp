@@ -113,9 +113,24 @@ TEST_CASE("Linear default init is PyTorch's uniform(+-1/sqrt(in)) and seedable",
   REQUIRE(a.weight.to_vector<float>() == b.weight.to_vector<float>());
   REQUIRE(a.bias.to_vector<float>() == b.bias.to_vector<float>());
   REQUIRE(a.weight.to_vector<float>() != c.weight.to_vector<float>());
-  // No generator: a fixed default seed, so default-built layers agree.
-  nn::Linear d(5, 6), e(5, 6);
-  REQUIRE(d.weight.to_vector<float>() == e.weight.to_vector<float>());
+  // No generator: the default generator, so default-built layers differ (three Linears as a
+  // port's W_query, W_key, W_value), and heed::manual_seed makes them reproducible.
+  manual_seed(5);
+  nn::Linear d(5, 6), e(5, 6), f(5, 6);
+  REQUIRE(d.weight.to_vector<float>() != e.weight.to_vector<float>());
+  REQUIRE(e.weight.to_vector<float>() != f.weight.to_vector<float>());
+  REQUIRE(d.weight.to_vector<float>() != f.weight.to_vector<float>());
+  manual_seed(5);
+  nn::Linear d2(5, 6);
+  REQUIRE(d2.weight.to_vector<float>() == d.weight.to_vector<float>());
+  REQUIRE(d2.bias.to_vector<float>() == d.bias.to_vector<float>());
+  // An explicit generator does not read (or move) the default one.
+  Generator g4(42);
+  manual_seed(6);
+  nn::Linear g(64, 512, true, &g4);
+  REQUIRE(g.weight.to_vector<float>() == a.weight.to_vector<float>());
+  manual_seed(6);
+  REQUIRE(nn::Linear(5, 6).weight.to_vector<float>() != d.weight.to_vector<float>());
 }
 
 TEST_CASE("Linear gradcheck over input, weight and bias (float64)", "[layers]") {
