@@ -299,7 +299,10 @@ TEST_CASE("the validation split is the last 10% of the corpus", "[cli]") {
   ProcessResult r = train({"--data", dir / "ab.txt", "--out", dir / "run", "--n-layer", "1", "--n-head", "1",
                            "--n-embd", "8", "--block-size", "8", "--batch-size", "4", "--max-iters", "30",
                            "--eval-interval", "30", "--eval-iters", "2", "--lr", "3e-2", "--min-lr", "1e-2",
-                           "--warmup-iters", "0", "--lr-decay-iters", "30", "--threads", "1", "--sample-tokens", "0"});
+                           "--warmup-iters", "0", "--lr-decay-iters", "30", "--threads", "1", "--sample-tokens", "0",
+                           // a seed whose init leaves the symmetric start (loss ln 2) within 30 steps: some do
+                           // not (1 with the sequential init, 1337 with the init by name)
+                           "--seed", "2"});
   CHECK(r.out.find("900 train / 100 val characters") != std::string::npos);
   std::vector<json> log = read_log(dir / "run/log.jsonl");
   REQUIRE(log.size() == 2);
