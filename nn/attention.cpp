@@ -42,20 +42,13 @@ static void check_input(const Tensor& t, int64_t C, const char* what) {
 Tensor MultiHeadAttention::forward(const Tensor& x) { return forward(x, nullptr); }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const KeyPaddingMask* mask) {
-  return forward_residual(x, Tensor(), mask);
-}
-
-Tensor MultiHeadAttention::forward_residual(const Tensor& x, const Tensor& residual, const KeyPaddingMask* mask) {
   const int64_t C = options_.d_model;
   check_input(x, C, "input");
-  // (An undefined residual is forward(x, mask) itself.)
-  HEED_CHECK(!residual.defined() || residual.shape() == x.shape(), "MultiHeadAttention: the residual ",
-             to_string(residual.shape()), " must have the input's shape ", to_string(x.shape()));
   if (options_.fused_qkv) {
     const Tensor qkv = c_attn->forward(x);  // (B, T, 3C): q, k, v side by side
-    return attend({qkv, 0}, {qkv, C}, {qkv, 2 * C}, mask, residual);
+    return attend({qkv, 0}, {qkv, C}, {qkv, 2 * C}, mask);
   }
-  return attend({q_proj->forward(x)}, {k_proj->forward(x)}, {v_proj->forward(x)}, mask, residual);
+  return attend({q_proj->forward(x)}, {k_proj->forward(x)}, {v_proj->forward(x)}, mask);
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, const KeyPaddingMask* memory_mask) {
@@ -77,7 +70,7 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, co
 }
 
 Tensor MultiHeadAttention::attend(const HeadInput& q, const HeadInput& k, const HeadInput& v,
-                                  const KeyPaddingMask* mask, const Tensor& residual) {
+                                  const KeyPaddingMask* mask) {
   if (!keep_attention_) last_attention_ = Tensor();  // never a stale one, and its memory goes
   AttentionHeadsOptions o;
   o.n_head = options_.n_head;
@@ -87,10 +80,7 @@ Tensor MultiHeadAttention::attend(const HeadInput& q, const HeadInput& k, const 
   o.dropout = attn_dropout->active() ? attn_dropout->p() : 0.0;
   o.gen = &attn_dropout->generator();
   o.weights = keep_attention_ ? &last_attention_ : nullptr;
-  const Tensor y = attention_heads(q, k, v, options_.d_model, o);
-  if (!residual.defined()) return resid_dropout->forward(c_proj->forward(y));
-  if (resid_dropout->active()) return add(residual, resid_dropout->forward(c_proj->forward(y)));
-  return c_proj->forward_residual(y, residual);
+  return resid_dropout->forward(c_proj->forward(attention_heads(q, k, v, options_.d_model, o)));
 }
 
 }  // namespace heed::nn

@@ -53,9 +53,6 @@ class MultiHeadAttention : public Module {
   Tensor forward(const Tensor& x);
   /// Self-attention with a key padding mask (B, T) (nullptr: none); causal if options().causal.
   Tensor forward(const Tensor& x, const KeyPaddingMask* mask);
-  /// residual + forward(x, mask): a pre-norm block's residual connection; residual has x's
-  /// shape (no broadcasting). Without active dropout the add is folded into c_proj's product.
-  Tensor forward_residual(const Tensor& x, const Tensor& residual, const KeyPaddingMask* mask = nullptr);
   /// Cross-attention: queries from `query` (B, Tq, C), keys and values from `memory` (B, Tk, C);
   /// `memory_mask` (B, Tk) marks padded memory positions. With fused_qkv the rows of c_attn's
   /// weight are split: the first C project the query, the other 2C the memory (keys, values).
@@ -75,10 +72,8 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;
 
  private:
-  // q, k, v (channel ranges of projections) -> c_proj(attention) (B, Tq, C), plus residual when
-  // it is defined.
-  Tensor attend(const HeadInput& q, const HeadInput& k, const HeadInput& v, const KeyPaddingMask* mask,
-                const Tensor& residual = Tensor());
+  // q, k, v (channel ranges of projections) -> resid_dropout(c_proj(attention)) (B, Tq, C).
+  Tensor attend(const HeadInput& q, const HeadInput& k, const HeadInput& v, const KeyPaddingMask* mask);
 
   MultiHeadAttentionOptions options_;
   int64_t head_dim_ = 0;

@@ -16,12 +16,4 @@ Tensor FeedForward::forward(const Tensor& x) {
   return dropout->forward(c_proj->forward(apply_activation(act_, c_fc->forward(x))));
 }
 
-Tensor FeedForward::forward_residual(const Tensor& x, const Tensor& residual) {
-  HEED_CHECK(residual.defined() && residual.shape() == x.shape(), "FeedForward: the residual ",
-             to_string(residual.defined() ? residual.shape() : Shape{}), " must have the input's shape ",
-             to_string(x.shape()));
-  if (dropout->active()) return add(residual, forward(x));
-  return c_proj->forward_residual(apply_activation(act_, c_fc->forward(x)), residual);
-}
-
 }  // namespace heed::nn

@@ -29,9 +29,6 @@ class FeedForward : public Module {
 
   /// x (..., d_model) -> (..., d_model).
   Tensor forward(const Tensor& x);
-  /// residual + forward(x), residual of x's shape (no broadcasting). Without active dropout the
-  /// add is folded into c_proj's product.
-  Tensor forward_residual(const Tensor& x, const Tensor& residual);
 
   Activation activation() const { return act_; }
 

@@ -32,9 +32,8 @@ GPTBlock::GPTBlock(const GPTConfig& c) {
 }
 
 Tensor GPTBlock::forward(const Tensor& x) {
-  // The residual adds ride on the output projections' products (forward_residual).
-  Tensor h = attn->forward_residual(ln_1->forward(x), x);
-  return mlp->forward_residual(ln_2->forward(h), h);
+  Tensor h = x + attn->forward(ln_1->forward(x));
+  return h + mlp->forward(ln_2->forward(h));
 }
 
 GPTTransformer::GPTTransformer(const GPTConfig& c) {

@@ -28,19 +28,10 @@ void Linear::reset_parameter(const std::string&, Tensor& t, Generator& gen) {
   init::uniform_(t, -bound, bound, gen);
 }
 
-static void check_input(const Tensor& x, int64_t in_features, const Tensor& weight) {
-  HEED_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input ", to_string(x.shape()),
-             " does not end in in_features ", in_features, " (weight ", to_string(weight.shape()), ")");
-}
-
 Tensor Linear::forward(const Tensor& x) {
-  check_input(x, in_features_, weight);
+  HEED_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "Linear: input ", to_string(x.shape()),
+             " does not end in in_features ", in_features_, " (weight ", to_string(weight.shape()), ")");
   return linear(x, weight, bias);
-}
-
-Tensor Linear::forward_residual(const Tensor& x, const Tensor& residual) {
-  check_input(x, in_features_, weight);
-  return add_linear(residual, x, weight, bias);
 }
 
 }  // namespace heed::nn

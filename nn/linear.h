@@ -21,9 +21,6 @@ class Linear : public Module {
 
   /// x (..., in) -> (..., out).
   Tensor forward(const Tensor& x);
-  /// residual + forward(x), the add folded into the product (add_linear). residual has the
-  /// output's shape (..., out), no broadcasting.
-  Tensor forward_residual(const Tensor& x, const Tensor& residual);
 
   /// uniform(-1/sqrt(in), 1/sqrt(in)) for "weight" and "bias" (torch's reset_parameters).
   void reset_parameter(const std::string& name, Tensor& t, Generator& gen) override;
