@@ -99,23 +99,21 @@ void Optimizer::step() {
                       [&](size_t u, int64_t begin, int64_t end) { updates[u](begin, end); });
 }
 
-NamedTensors Optimizer::state_tensors() const {
-  NamedTensors out;
-  for (size_t g = 0; g < groups_.size(); ++g)
-    for (size_t i = 0; i < groups_[g].params.size(); ++i)
-      for (const auto& [entry_name, t] : state_[g][i].tensors)
-        out.emplace_back(groups_[g].params[i].first + "." + entry_name, t);
+// ("<param>.<entry>", value) for every entry of one kind (ParamState::tensors or ::scalars) of
+// every parameter, in parameter order.
+template <class Named>
+static Named prefixed_entries(const std::vector<ParamGroup>& groups, const std::vector<std::vector<ParamState>>& state,
+                              Named ParamState::*kind) {
+  Named out;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i = 0; i < groups[g].params.size(); ++i)
+      for (const auto& [entry_name, v] : state[g][i].*kind) out.emplace_back(groups[g].params[i].first + "." + entry_name, v);
   return out;
 }
 
-NamedScalars Optimizer::state_scalars() const {
-  NamedScalars out;
-  for (size_t g = 0; g < groups_.size(); ++g)
-    for (size_t i = 0; i < groups_[g].params.size(); ++i)
-      for (const auto& [entry_name, v] : state_[g][i].scalars)
-        out.emplace_back(groups_[g].params[i].first + "." + entry_name, v);
-  return out;
-}
+NamedTensors Optimizer::state_tensors() const { return prefixed_entries(groups_, state_, &ParamState::tensors); }
+
+NamedScalars Optimizer::state_scalars() const { return prefixed_entries(groups_, state_, &ParamState::scalars); }
 
 void Optimizer::load_state(const NamedTensors& tensors, int64_t step_count, const NamedScalars& scalars) {
   HEED_CHECK(step_count >= 0, "load_state: negative step count ", step_count);
