@@ -16,9 +16,9 @@ namespace heed {
 // Storage, with a small caching allocator.
 //
 // A training step allocates the same buffer sizes every iteration. Fresh memory costs a page
-// fault per 4 KiB on first touch (~11 us each on these machines: ../shared/docs/dependencies.md,
-// trap 5), and glibc returns large blocks to the OS on free, so without reuse every step pays for
-// its activations again. Freed blocks are kept in per-size free lists and handed back out.
+// fault per 4 KiB on first touch (microseconds each: docs/platform.md, "Memory"), and glibc returns
+// large blocks to the OS on free, so without reuse every step pays for its activations again.
+// Freed blocks are kept in per-size free lists and handed back out.
 
 namespace {
 struct BlockCache {
