@@ -70,18 +70,6 @@ std::string encode_utf8(const std::u32string& text) {
   return o;
 }
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  // An ifstream "reads" a directory as an empty file; say what it is instead.
-  HEED_CHECK(!std::filesystem::is_directory(path, ec), path, ": is a directory, not a file");
-  std::ifstream f(path, std::ios::binary);
-  HEED_CHECK(f.good(), path, ": cannot open (", std::strerror(errno), ")");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  HEED_CHECK(!f.bad(), path, ": read error");
-  return ss.str();
-}
-
 Vocab::Vocab(std::u32string chars) : chars_(std::move(chars)) {
   // Any order (a checkpoint's vocab is in id order, which need not be sorted); no repeats, and
   // only Unicode code points.

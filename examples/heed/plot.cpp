@@ -1,35 +1,51 @@
 // `heed plot`: train and val loss against iterations from one or more log.jsonl files.
+//
+// A log is validated as it is read: every line is a JSON object with numbers "iter", "train_loss"
+// and "val_loss" (a line that is not is an error naming it). JSON has no NaN or infinity, but a
+// number too large for a double (1e999) reads as one: such an "iter" is refused, such a loss is
+// left out of its curve (a gap). Extreme finite values are drawn (svg.cpp scales any range).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
-#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "corpus.h"
-#include "run_state.h"
+#include "io.h"
+#include "run_dir.h"
 #include "svg.h"
 
 namespace heed::cli {
 
+namespace {
+
 std::vector<Curve> loss_curves(const std::string& log, const std::string& label) {
-  std::istringstream f(read_file(log));
+  // Each line becomes a few doubles: the text, its parse, and the points fit in 4 bytes per byte.
+  const std::string text = read_input_file(log, 4.0);
   Curve train{label + " train", {}, {}, false}, val{label + " val", {}, {}, true};
-  std::string line;
+  size_t start = 0;
   int64_t lineno = 0;
-  while (std::getline(f, line)) {
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
     ++lineno;
     if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
+    const auto j = nlohmann::json::parse(line, nullptr, false);
     HEED_CHECK(j.is_object() && j.contains("iter") && j["iter"].is_number() && j.contains("train_loss") &&
                    j["train_loss"].is_number() && j.contains("val_loss") && j["val_loss"].is_number(),
                log, ": line ", lineno, " is not a log entry with iter, train_loss and val_loss");
     const double it = j["iter"].get<double>();
+    HEED_CHECK(std::isfinite(it), log, ": line ", lineno, ": \"iter\" is not a finite number");
     train.x.push_back(it), train.y.push_back(j["train_loss"].get<double>());
     val.x.push_back(it), val.y.push_back(j["val_loss"].get<double>());
   }
   HEED_CHECK(!train.x.empty(), log, ": no log entries");
   return {train, val};
 }
+
+}  // namespace
 
 // Each run is named by its directory ("runs/copy/log.jsonl": "copy"), or by the whole path when
 // those names are empty or repeat; train and val of one run share a colour (val dashed).
@@ -50,14 +66,17 @@ void write_loss_plot(const std::vector<std::string>& logs, const std::string& ou
       curves.push_back(std::move(c));
     }
   }
-  write_text_file(out, line_chart_svg("loss (solid: train, dashed: val)", "iteration", "cross-entropy (nats)", curves));
+  write_file_atomically(out, line_chart_svg("loss (solid: train, dashed: val)", "iteration", "cross-entropy (nats)",
+                                            curves));
 }
 
 int run_plot(const std::vector<std::string>& logs, const std::string& out) {
   if (logs.empty()) throw UsageError("--log: give at least one log.jsonl");
   if (out.empty()) throw UsageError("--out is required");
+  for (const auto& log : logs)
+    if (same_file(log, out)) throw UsageError("--out " + out + " is one of the --log files; it would be overwritten");
   write_loss_plot(logs, out);
-  std::printf("wrote %s\n", out.c_str());
+  write_stdout("wrote " + out + "\n");
   return 0;
 }
 
