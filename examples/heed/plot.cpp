@@ -1,9 +1,9 @@
 // `heed plot`: train and val loss against iterations from one or more log.jsonl files.
 //
 // A log is validated as it is read: every line is a JSON object with numbers "iter", "train_loss"
-// and "val_loss" (a line that is not is an error naming it). JSON has no NaN or infinity, but a
-// number too large for a double (1e999) reads as one: such an "iter" is refused, such a loss is
-// left out of its curve (a gap). Extreme finite values are drawn (svg.cpp scales any range).
+// and "val_loss" (a line that is not is an error naming it). JSON has no NaN or infinity: a line
+// holding one (Python's json writes NaN and Infinity; 1e999 overflows a double) is refused too.
+// Every finite value is drawn, however extreme (svg.cpp scales any range).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -33,11 +33,12 @@ std::vector<Curve> loss_curves(const std::string& log, const std::string& label)
     ++lineno;
     if (line.empty()) continue;
     const auto j = nlohmann::json::parse(line, nullptr, false);
+    HEED_CHECK(!j.is_discarded(), log, ": line ", lineno,
+               " is not valid JSON (NaN, Infinity and numbers beyond 1.8e308 are not JSON)");
     HEED_CHECK(j.is_object() && j.contains("iter") && j["iter"].is_number() && j.contains("train_loss") &&
                    j["train_loss"].is_number() && j.contains("val_loss") && j["val_loss"].is_number(),
                log, ": line ", lineno, " is not a log entry with iter, train_loss and val_loss");
     const double it = j["iter"].get<double>();
-    HEED_CHECK(std::isfinite(it), log, ": line ", lineno, ": \"iter\" is not a finite number");
     train.x.push_back(it), train.y.push_back(j["train_loss"].get<double>());
     val.x.push_back(it), val.y.push_back(j["val_loss"].get<double>());
   }

@@ -250,6 +250,8 @@ Start resolve_options(const TrainRequest& req) {
   }
   if (o.data.empty()) o.data = default_corpus_path();
   validate(o);
+  if (!req.resume || req.from_command_line.count("data") || req.from_config.count("data"))
+    regular_file_size(o.data);  // a missing file, a directory, a FIFO or a device: refused before --out is touched
   for (const std::string& file : run_files(o.out))
     if (same_file(o.data, file))
       throw UsageError("--data " + o.data + " is one of the files the run writes into --out " + o.out);
