@@ -8,8 +8,8 @@
 // the environment variable HEED_MEMORY_LIMIT (bytes, or with a K, M, G or T suffix: "2G") replace
 // it, in that order of precedence.
 //
-// The estimates were fitted to peak RSS measured on `heed bench` and `heed eval` runs (docs/
-// reliability.md) and err on the high side by about 15 %.
+// The estimates were fitted to the peak RSS of measured runs (docs/reliability.md, which lists them)
+// and err on the high side: 1.3-1.7 times the measured peak for training a GPT.
 #pragma once
 
 #include <cstdint>
