@@ -67,6 +67,7 @@ int run_attention(const std::string& checkpoint, const std::string& text, const 
   if (text.empty()) throw UsageError("--text must not be empty");
   if (out.empty()) throw UsageError("--out is required");
   if (same_file(checkpoint, out)) throw UsageError("--out " + out + " is the --checkpoint; it would be overwritten");
+  require_own_output(out, "--out", "<svg");
   const std::string bytes = read_input_file(checkpoint, 4.0);
   nn::SafetensorsFile file =
       nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), checkpoint);

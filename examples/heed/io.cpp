@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "commands.h"
 #include "corpus.h"
 #include "resources.h"
 #include "stop.h"
@@ -165,6 +166,20 @@ bool same_file(const std::string& a, const std::string& b) {
   std::error_code ec;
   if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
   return fs::weakly_canonical(fs::absolute(a, ec), ec) == fs::weakly_canonical(fs::absolute(b, ec), ec);
+}
+
+void require_own_output(const std::string& path, const std::string& flag, std::string_view signature) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return;
+  std::string head;
+  try {
+    head = read_input_prefix(path, signature.size());
+  } catch (const Error&) {  // a directory, a device...: not ours either
+  }
+  if (head != signature)
+    throw UsageError(flag + " " + path + " exists and is not " +
+                     (signature == "<svg" ? std::string("an SVG drawing") : "a file heed wrote") +
+                     "; heed replaces only its own output (choose another " + flag + ")");
 }
 
 bool is_utf8(std::string_view s) {

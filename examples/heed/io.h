@@ -52,6 +52,11 @@ void finish_stdout();
 /// made absolute and normalised): an output must never be one of the command's inputs.
 bool same_file(const std::string& a, const std::string& b);
 
+/// Refuses (UsageError naming `flag`) to replace an existing `path` that is not a file of the kind
+/// the command writes, recognised by its first bytes (`signature`, "<svg" for a drawing): a
+/// drawing may be redrawn, a checkpoint or a text given by mistake is never overwritten.
+void require_own_output(const std::string& path, const std::string& flag, std::string_view signature);
+
 /// Whether `s` is valid UTF-8 (paths recorded in TOML and JSON must be).
 bool is_utf8(std::string_view s);
 

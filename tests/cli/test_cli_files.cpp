@@ -20,6 +20,7 @@
 #include "nn/safetensors.h"
 #include "seq2seq.h"
 #include "seq2seq_checkpoint.h"
+#include "cli_fixtures.h"
 #include "support/process.h"
 #include "support/xml.h"
 
@@ -36,13 +37,6 @@ std::vector<std::string> tiny_train(const std::string& corpus, const std::string
           "--max-iters", std::to_string(max_iters), "--sample-tokens", "0", "--threads", "1"};
 }
 
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename() != ".heed.lock")  // the lock names its last holder
-      files[e.path().filename().string()] = read_file(e.path().string());
-  return files;
-}
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include "nn/safetensors.h"
 #include "seq2seq.h"
 #include "seq2seq_checkpoint.h"
+#include "cli_fixtures.h"
 #include "support/process.h"
 
 using namespace heed;
@@ -27,17 +28,8 @@ namespace {
 // Peak RSS of a refusal: the process's code and libraries, nothing model-sized.
 constexpr long kSmallRssKb = 64 * 1024;
 
-struct Fixture {
-  ScratchDir dir{"resources"};
-  std::string corpus = dir / "corpus.txt";
-  std::string ckpt = dir / "model.safetensors";
-  Fixture() {
-    write_file(corpus, tiny_corpus(31));
-    nn::GPTConfig c;
-    c.vocab_size = 10, c.block_size = 8, c.n_layer = 1, c.n_head = 2, c.n_embd = 16;
-    nn::GPT model(c, 5);
-    nn::save_gpt_checkpoint(ckpt, model, "\n abcdefgh", {{"iter", "0"}});
-  }
+struct Fixture : CliFixture {
+  Fixture() : CliFixture("resources", 31) {}
 };
 
 void require_refused_cheaply(const ProcessResult& r, int code, const std::vector<std::string>& needles) {

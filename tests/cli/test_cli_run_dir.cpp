@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_fixtures.h"
 #include "support/process.h"
 
 using namespace heed::test;
@@ -29,14 +30,6 @@ std::vector<std::string> tiny(const std::string& corpus, const std::string& out,
           "--max-iters", std::to_string(max_iters), "--sample-tokens", "0", "--threads", "1"};
 }
 
-// Every file of a directory (names and bytes), to show that a refusal changed nothing.
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename() != ".heed.lock")  // the lock names its last holder
-      files[e.path().filename().string()] = read_file(e.path().string());
-  return files;
-}
 
 struct Fixture {
   ScratchDir dir{"run-dir"};
@@ -193,4 +186,15 @@ TEST_CASE("run dir: no command writes its output over one of its inputs", "[cli]
   // training on a file the run writes
   require_clean_error(run_heed(cat(tiny(log, run), {"--resume"})), 2, {"--data " + log, "--out " + run});
   CHECK(snapshot(run) == before);
+  // a drawing replaces only a drawing: never a checkpoint or a text given by mistake
+  require_clean_error(run_heed({"plot", "--log", log, "--out", fx.corpus}), 2, {"--out " + fx.corpus, "not an SVG"});
+  const std::string other = fx.dir / "other.safetensors";
+  write_file(other, before.at("model.safetensors"));
+  require_clean_error(run_heed({"attention", "--checkpoint", ckpt, "--text", "abc", "--out", other}), 2,
+                      {"--out " + other, "not an SVG"});
+  CHECK(read_file(other) == before.at("model.safetensors"));
+  CHECK(read_file(fx.corpus) == tiny_corpus(777));
+  // an SVG is redrawn
+  require_ok(run_heed({"plot", "--log", log, "--out", run + "/loss.svg"}));
+  require_ok(run_heed({"plot", "--log", log, "--out", run + "/loss.svg"}));
 }

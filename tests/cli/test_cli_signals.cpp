@@ -18,6 +18,7 @@
 #include "nn/gpt.h"
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
+#include "cli_fixtures.h"
 #include "support/process.h"
 
 using namespace heed;
@@ -26,17 +27,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Fixture {
-  ScratchDir dir{"signals"};
-  std::string corpus = dir / "corpus.txt";
-  std::string ckpt = dir / "model.safetensors";
-  Fixture() {
-    write_file(corpus, tiny_corpus(99));
-    nn::GPTConfig c;
-    c.vocab_size = 10, c.block_size = 8, c.n_layer = 1, c.n_head = 2, c.n_embd = 16;
-    nn::GPT model(c, 5);
-    nn::save_gpt_checkpoint(ckpt, model, "\n abcdefgh", {{"iter", "0"}});
-  }
+struct Fixture : CliFixture {
+  Fixture() : CliFixture("signals", 99) {}
 };
 
 const std::vector<std::string> kTinyModel = {"--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8",
