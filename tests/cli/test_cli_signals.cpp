@@ -76,7 +76,7 @@ void require_stopped(const ProcessResult& r, int sig) {
   INFO("stdout: " << r.out.substr(0, 2000) << "\nstderr: " << r.err);
   REQUIRE(r.signal == 0);
   REQUIRE(r.exit_code == 128 + sig);
-  CHECK(r.seconds < 1.0);
+  CHECK(r.seconds < 1.0 * kTimeScale);
 }
 
 int64_t state_iter(const std::string& run) {
@@ -130,7 +130,8 @@ TEST_CASE("signals: bench, sample and eval stop within a second with exit 128+N"
                     sig);
     {
       const ProcessResult r = signal_during(
-          fx, {"sample", "--checkpoint", fx.ckpt, "--tokens", "10000000", "--threads", "1"}, sig, after("", 100));
+          fx, {"sample", "--checkpoint", fx.ckpt, "--tokens", "10000000", "--threads", "1"}, sig,
+          [](const std::string& out) { return out.size() > 20; });  // generating
       require_stopped(r, sig);
       CHECK(r.out.size() > 10);  // what was generated was written
       CHECK(r.err.find("stopped by signal " + std::to_string(sig)) != std::string::npos);
@@ -194,6 +195,6 @@ TEST_CASE("signals: a second signal ends heed at once, saving nothing more", "[c
   wait_process(pid, r, 30);
   CHECK(r.signal == 0);
   CHECK((r.exit_code == 128 + SIGTERM || r.exit_code == 128 + SIGINT));
-  CHECK(r.seconds < 1.0);
+  CHECK(r.seconds < 1.0 * kTimeScale);
   CHECK(!fs::exists(run + "/train_state.safetensors"));
 }

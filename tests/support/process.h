@@ -22,6 +22,17 @@
 
 namespace heed::test {
 
+/// Sanitized builds (ASan + UBSan, -O1) run several times slower and hold more memory (shadow
+/// memory, the allocator's quarantine): the tests' bounds on a run's time and peak memory are
+/// multiplied by these there. The release build checks the promised bounds themselves.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr double kTimeScale = 5.0;
+inline constexpr long kMemoryScale = 4;
+#else
+inline constexpr double kTimeScale = 1.0;
+inline constexpr long kMemoryScale = 1;
+#endif
+
 /// The heed executable built next to the tests.
 inline std::string heed_exe() { return std::string(HEED_BINARY_DIR) + "/heed"; }
 
