@@ -265,7 +265,10 @@ int run_seq2seq(const Seq2SeqOptions& flags, bool overwrite) {
     if (o.out.empty()) return;
     step.require_finite_weights(it);
     save_seq2seq(model_path(o.out), model, o);
-    if (std::filesystem::exists(log_file)) write_loss_plot({log_file}, plot_path(o.out));
+    try {
+      if (std::filesystem::exists(log_file)) write_loss_plot({log_file}, plot_path(o.out));
+    } catch (const Stopped&) {  // a log over 16 MiB read while stopping: the model is what counts
+    }
   };
   for (; it < o.max_iters; ++it) {
     if (g_stop_signal) {

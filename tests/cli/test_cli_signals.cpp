@@ -97,6 +97,7 @@ TEST_CASE("signals: train stops within a second in training, evaluation and the 
           sig, after("heed train:"));
       require_stopped(r, sig);
       CHECK(r.out.find("stopped by signal " + std::to_string(sig) + " at iteration 0") != std::string::npos);
+      CHECK(r.err.empty());
       CHECK(state_iter(run) == 0);  // saved; --resume redoes the evaluation
     }
     {  // the training loop
@@ -161,6 +162,7 @@ TEST_CASE("signals: seq2seq stops within a second in training (saving the model 
                                             sig, after("heed seq2seq", 200));
       require_stopped(r, sig);
       CHECK(r.out.find("stopped by signal " + std::to_string(sig) + " at iteration") != std::string::npos);
+      CHECK(r.err.empty());  // a stop is no error
       // the model trained so far is saved and loads (heed attention reads it)
       require_ok(run_heed({"attention", "--checkpoint", run + "/model.safetensors", "--text", "Nov 22, 2026", "--out",
                            fx.dir / "a.svg"}));
