@@ -1,7 +1,7 @@
 // `heed plot`: train and val loss against iterations from one or more log.jsonl files.
 //
-// A log is validated as it is read: every line is a JSON object with numbers "iter", "train_loss"
-// and "val_loss" (a line that is not is an error naming it). JSON has no NaN or infinity: a line
+// A log is validated as it is read: every line is a JSON object with a number "iter" and a number
+// "train_loss", "val_loss" or both (a line that is not is an error naming it). JSON has no NaN or infinity: a line
 // holding one (Python's json writes NaN and Infinity; 1e999 overflows a double) is refused too.
 // Every finite value is drawn, however extreme (svg.cpp scales any range).
 #include <algorithm>
@@ -35,14 +35,16 @@ std::vector<Curve> loss_curves(const std::string& log, const std::string& label)
     const auto j = nlohmann::json::parse(line, nullptr, false);
     HEED_CHECK(!j.is_discarded(), log, ": line ", lineno,
                " is not valid JSON (NaN, Infinity and numbers beyond 1.8e308 are not JSON)");
-    HEED_CHECK(j.is_object() && j.contains("iter") && j["iter"].is_number() && j.contains("train_loss") &&
-                   j["train_loss"].is_number() && j.contains("val_loss") && j["val_loss"].is_number(),
-               log, ": line ", lineno, " is not a log entry with iter, train_loss and val_loss");
+    // An evaluation's line holds both losses; a line of a richer log may hold the train loss only.
+    auto number = [&](const char* k) { return j.contains(k) && j[k].is_number(); };
+    HEED_CHECK(j.is_object() && number("iter") && (number("train_loss") || number("val_loss")) &&
+                   (number("train_loss") || !j.contains("train_loss")) && (number("val_loss") || !j.contains("val_loss")),
+               log, ": line ", lineno, " is not a log entry with a number iter and train_loss and/or val_loss");
     const double it = j["iter"].get<double>();
-    train.x.push_back(it), train.y.push_back(j["train_loss"].get<double>());
-    val.x.push_back(it), val.y.push_back(j["val_loss"].get<double>());
+    if (number("train_loss")) train.x.push_back(it), train.y.push_back(j["train_loss"].get<double>());
+    if (number("val_loss")) val.x.push_back(it), val.y.push_back(j["val_loss"].get<double>());
   }
-  HEED_CHECK(!train.x.empty(), log, ": no log entries");
+  HEED_CHECK(!train.x.empty() || !val.x.empty(), log, ": no log entries");
   return {train, val};
 }
 

@@ -55,11 +55,23 @@ int64_t counter(const std::string& text, const char* key, const std::string& wha
   return v;
 }
 
-// A log line as train writes it: {"iter", "train_loss", "val_loss", "lr", "elapsed_s"}, all finite.
-bool is_log_entry(const json& j) {
+// The fields of a log line, each a number where present.
+constexpr const char* kLogNumbers[] = {"train_loss", "val_loss", "lr", "elapsed_s"};
+
+// A line of log.jsonl: an object with an integer "iter" whose known fields are numbers (other
+// fields, a richer log's, are kept as they are).
+bool is_log_line(const json& j) {
   if (!j.is_object() || !j.contains("iter") || !j["iter"].is_number_integer()) return false;
-  for (const char* k : {"train_loss", "val_loss", "lr", "elapsed_s"})
-    if (!j.contains(k) || !j[k].is_number() || !std::isfinite(j[k].get<double>())) return false;
+  for (const char* k : kLogNumbers)
+    if (j.contains(k) && !j[k].is_number()) return false;
+  return true;
+}
+
+// The line of an evaluation, as train writes it: every known field present.
+bool is_eval_entry(const json& j) {
+  if (!is_log_line(j)) return false;
+  for (const char* k : kLogNumbers)
+    if (!j.contains(k)) return false;
   return true;
 }
 
@@ -113,7 +125,7 @@ TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::st
   r.last_eval = json::parse(meta("last_eval"), nullptr, false);
   if (r.last_eval.is_discarded()) detail::fail(what, ": \"last_eval\" is not JSON");
   if (r.eval_done) {
-    HEED_CHECK(is_log_entry(r.last_eval) && r.last_eval["iter"].get<int64_t>() == r.iter, what,
+    HEED_CHECK(is_eval_entry(r.last_eval) && r.last_eval["iter"].get<int64_t>() == r.iter, what,
                ": \"last_eval\" must be the log line of the evaluation at iteration ", r.iter, ", got ",
                r.last_eval.dump());
   }
@@ -207,10 +219,10 @@ void truncate_log(const std::string& path, int64_t iter) {
     ++lineno;
     if (line.empty()) continue;
     const json j = json::parse(line, nullptr, false);
-    if (!is_log_entry(j)) {
+    if (!is_log_line(j)) {
       if (!complete) break;  // the last line, cut short by a crash while it was written
-      detail::fail(path, ": line ", lineno, " is not a log entry {\"iter\", \"train_loss\", \"val_loss\", \"lr\", "
-                   "\"elapsed_s\"}");
+      detail::fail(path, ": line ", lineno, " is not a log entry (an object with an integer \"iter\" and numbers "
+                   "for \"train_loss\", \"val_loss\", \"lr\", \"elapsed_s\")");
     }
     if (j["iter"].get<int64_t>() < iter) kept += line + "\n";
   }

@@ -129,16 +129,22 @@ TEST_CASE("files: --resume refuses a log.jsonl with a line that is not a log ent
   require_ok(run_heed(tiny_train(corpus, run, 4)));
   const std::string log = run + "/log.jsonl";
   const std::string good = read_file(log);
-  write_file(log, "{\"iter\": 0}\n" + good);
+  write_file(log, "{\"iter\": 0, \"train_loss\": \"low\"}\n" + good);
   const auto before = snapshot(run);
   require_clean_error(run_heed({"train", "--resume", "--out", run, "--max-iters", "6", "--threads", "1"}), 1,
                       {log, "line 1", "not a log entry"});
   CHECK(snapshot(run) == before);
-  write_file(log, good + "{\"iter\": 6, \"train_lo");  // a crash in the middle of a line
+  // A line of a richer log (the train loss between evaluations, other fields) is kept; a last line
+  // cut short by a crash is dropped.
+  const std::string richer = "{\"iter\": 3, \"train_loss\": 2.5, \"tokens_per_s\": 900}\n";
+  write_file(log, good + richer + "{\"iter\": 6, \"train_lo");
   require_ok(run_heed({"train", "--resume", "--out", run, "--max-iters", "6", "--threads", "1", "--sample-tokens", "0"}));
   const std::string kept = read_file(log);
   CHECK(kept.find("train_lo\"") == std::string::npos);
-  CHECK(std::count(kept.begin(), kept.end(), '\n') == 4);  // iterations 0, 2, 4, 6
+  CHECK(kept.find(richer) != std::string::npos);
+  CHECK(std::count(kept.begin(), kept.end(), '\n') == 5);  // iterations 0, 2, 4, the richer 3, then 6
+  // and plot draws it: the train curve has the extra point
+  require_ok(run_heed({"plot", "--log", log, "--out", dir / "p.svg"}));
 }
 
 TEST_CASE("files: seq2seq checkpoints are validated like GPT ones", "[cli][seq2seq]") {
