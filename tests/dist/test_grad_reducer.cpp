@@ -91,7 +91,10 @@ class CountingComm final : public dist::Communicator {
   bool test(dist::Request r) override { return inner_.test(r); }
   void wait(dist::Request r) override { inner_.wait(r); }
   std::vector<char> all_gather(const void* d, size_t bytes) override { return inner_.all_gather(d, bytes); }
-  [[noreturn]] void abort(int code) override { inner_.abort(code); }
+  [[noreturn]] void abort(int code) override {
+    inner_.abort(code);
+    std::terminate();  // not reached: abort does not return
+  }
   int64_t sends_in_backward = 0;
 
  private:

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/ops.h"
+#include "core/random.h"
 #include "dist/param_checksum.h"
 #include "dist/shared_eval.h"
 #include "thread_hub.h"

@@ -69,7 +69,7 @@ TEST_CASE("merge plans: siblings combine on arrival, the stack stays log-deep", 
   for (int64_t A = 1; A <= 64; ++A) {
     dist::MergePlan p = dist::plan_merges(SumTree(A), leaves_of({0, A}));
     REQUIRE(p.result == std::vector<Span>{{0, A}});
-    REQUIRE(p.depth <= std::bit_width(static_cast<uint64_t>(A)));
+    REQUIRE(p.depth <= static_cast<int>(std::bit_width(static_cast<uint64_t>(A))));
   }
   REQUIRE_THROWS_WITH(dist::plan_merges(tree, {{0, 2}, {3, 4}}), Catch::Contains("does not start where"));
   REQUIRE_THROWS_WITH(dist::plan_merges(tree, {{0, 3}}), Catch::Contains("is not a node"));

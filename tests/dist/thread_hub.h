@@ -111,7 +111,8 @@ class ThreadHub {
       if (tag < 0 || tag > kMaxTag) throw std::logic_error("a tag outside [0, kMaxTag]");
       std::unique_lock<std::mutex> lock(hub_.mu_);
       auto t = std::make_shared<Transfer>();
-      (is_send ? t->from : t->to) = data;
+      if (is_send) t->from = data;
+      else t->to = data;
       t->n = n;
       const Channel channel = is_send ? Channel{rank_, peer, tag} : Channel{peer, rank_, tag};
       (is_send ? hub_.sends_ : hub_.recvs_)[channel].push_back(t);
