@@ -24,4 +24,11 @@ std::vector<char> LocalCommunicator::all_gather(const void* data, size_t bytes) 
 
 void LocalCommunicator::abort(int exit_code) { std::_Exit(exit_code); }
 
+bool any_rank(Communicator& comm, bool flag) {
+  const char mine = flag ? 1 : 0;
+  for (char c : comm.all_gather(&mine, 1))
+    if (c) return true;
+  return false;
+}
+
 }  // namespace heed::dist

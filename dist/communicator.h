@@ -43,6 +43,11 @@ class Communicator {
   static constexpr int kMaxTag = 32767;
 };
 
+/// Whether `flag` is set on any rank (one all-gather of a byte; every rank must call it): lets
+/// every rank stop after the same step when a stop signal reached only some of them, or reached
+/// them at different moments.
+bool any_rank(Communicator& comm, bool flag);
+
 /// The world of a plain run: rank 0 of 1. all_gather returns the data; send and recv throw
 /// heed::Error (there is nobody to talk to); abort exits the process.
 class LocalCommunicator final : public Communicator {

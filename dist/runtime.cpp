@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -14,6 +15,12 @@ namespace heed::dist {
 namespace fs = std::filesystem;
 
 bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+std::vector<int> stop_signals() {
+  std::vector<int> out{SIGINT, SIGTERM};
+  if (launched_by_mpirun()) out.push_back(SIGCONT);
+  return out;
+}
 
 // Where the backend may be, in order. HEED_DIST_BACKEND_DIRS (set by CMake) lists the build and
 // install directories, separated by ':'.

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.h"
 
@@ -25,6 +26,13 @@ namespace heed::dist {
 
 /// Whether Open MPI's mpirun started this process (it sets OMPI_COMM_WORLD_SIZE in every rank).
 bool launched_by_mpirun();
+
+/// The signals that ask a run to stop (save once, then exit): SIGINT and SIGTERM, and under
+/// mpirun SIGCONT too. mpirun does not pass Ctrl-C (SIGINT) on: the ranks get SIGCONT at once,
+/// SIGTERM odls_base_sigkill_timeout seconds later (Open MPI's MCA parameter, default 1) and
+/// SIGKILL as long again after that (docs/scaling.md). A job stopped with Ctrl-Z and resumed
+/// also gets SIGCONT, which stops the run too: it can be continued with --resume.
+std::vector<int> stop_signals();
 
 /// The processes of this run, from construction to destruction.
 class Runtime {
