@@ -132,6 +132,7 @@ void GradReducer::backward(const Tensor& loss) {
     for (size_t p = 0; p < params_.size(); ++p)
       for (size_t b : buckets_of_[p]) ++buckets_[b].pending;
   }
+  comm_.check_stop();
   std::fill(taken_.begin(), taken_.end(), 0);
   const bool last = pass_ + 1 == mine_.size();
   const bool hook = last && options_.overlap && size_ > 1;
@@ -157,6 +158,7 @@ void GradReducer::backward(const Tensor& loss) {
 }
 
 void GradReducer::on_grad_ready(const Tensor& leaf) {
+  comm_.check_stop();
   const double t0 = now_s();
   auto it = index_of_.find(leaf.impl_ptr().get());
   if (it == index_of_.end() || taken_[it->second]) return;  // not one of ours

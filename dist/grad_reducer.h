@@ -32,6 +32,13 @@
 // parameter in it (core/autograd.h's grad-ready hook), while lower layers are still being
 // differentiated; transfers move on each time the hook runs, and finish_step() waits for the rest.
 //
+// Stopping: backward(), the hook and every wait ask the communicator's stop check
+// (Communicator::set_stop_check) and throw dist::Stopped when it says so. The step's gradients are
+// then lost, but the parameters and the optimizer still hold the state the step started from:
+// what a trainer saves before it exits (a stop signal under mpirun leaves about two seconds
+// before SIGKILL, too little to finish a step whose peer may be dead; docs/scaling.md). The
+// reducer cannot be used after that.
+//
 // A = N = 1 is a plain step: backward() is loss.backward() and finish_step() does nothing.
 #pragma once
 

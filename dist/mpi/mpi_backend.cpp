@@ -2,9 +2,9 @@
 // libheed_dist_mpi.so, which dist::Runtime opens only when mpirun started the process. It is the
 // only code of heed that calls MPI, and it uses nothing of heed but that header.
 //
-// Errors: MPI's default handler (MPI_ERRORS_ARE_FATAL) ends the whole job on any failed call,
-// a peer that died included; mpirun then ends every rank. Nothing here waits without bound on
-// its own.
+// Errors: MPI's default handler (MPI_ERRORS_ARE_FATAL) ends the whole job on any failed call;
+// mpirun ends every rank when one dies. Nothing here blocks: every call starts or tests a
+// transfer, and dist::Communicator::wait polls (so a stop request can end a wait).
 #include <mpi.h>
 
 #include <cstdio>
@@ -33,14 +33,14 @@ class MpiCommunicator final : public heed::dist::Communicator {
   int size() const override { return size_; }
 
   Request send(const float* data, int64_t n, int to, int tag) override {
-    MPI_Request& r = slot(n, to, tag);
-    MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, to, tag, MPI_COMM_WORLD, &r);
-    return static_cast<Request>(&r - requests_.data());
+    const Request id = transfer_request(n, to, tag);
+    MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, to, tag, MPI_COMM_WORLD, &requests_[id]);
+    return id;
   }
   Request recv(float* data, int64_t n, int from, int tag) override {
-    MPI_Request& r = slot(n, from, tag);
-    MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, from, tag, MPI_COMM_WORLD, &r);
-    return static_cast<Request>(&r - requests_.data());
+    const Request id = transfer_request(n, from, tag);
+    MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, from, tag, MPI_COMM_WORLD, &requests_[id]);
+    return id;
   }
   bool test(Request r) override {
     int done = 0;
@@ -48,16 +48,12 @@ class MpiCommunicator final : public heed::dist::Communicator {
     if (done) release(r);
     return done != 0;
   }
-  void wait(Request r) override {
-    MPI_Wait(&at(r), MPI_STATUS_IGNORE);
-    release(r);
-  }
-  std::vector<char> all_gather(const void* data, size_t bytes) override {
-    if (bytes > static_cast<size_t>(INT32_MAX)) fatal("all_gather of more than 2^31 bytes");
-    std::vector<char> out(bytes * static_cast<size_t>(size_));
-    MPI_Allgather(data, static_cast<int>(bytes), MPI_BYTE, out.data(), static_cast<int>(bytes), MPI_BYTE,
-                  MPI_COMM_WORLD);
-    return out;
+  Request start_all_gather(const void* data, size_t bytes, void* out) override {
+    if (bytes > static_cast<size_t>(INT32_MAX)) fatal("an all-gather of more than 2^31 bytes");
+    const Request id = new_request();
+    MPI_Iallgather(data, static_cast<int>(bytes), MPI_BYTE, out, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD,
+                   &requests_[id]);
+    return id;
   }
   [[noreturn]] void abort(int exit_code) override {
     MPI_Abort(MPI_COMM_WORLD, exit_code);
@@ -70,17 +66,20 @@ class MpiCommunicator final : public heed::dist::Communicator {
     std::fprintf(stderr, "heed: error: MPI backend, rank %d: %s\n", rank_, what);
     abort(70);
   }
-  MPI_Request& slot(int64_t n, int peer, int tag) {
+  Request transfer_request(int64_t n, int peer, int tag) {
     if (n < 0 || n > INT32_MAX) fatal("a message of more than 2^31 floats");
     if (peer < 0 || peer >= size_ || peer == rank_) fatal("a message to a rank that is not a peer");
     if (tag < 0 || tag > kMaxTag) fatal("a message tag outside [0, 32767]");
+    return new_request();
+  }
+  Request new_request() {
     if (free_.empty()) {
       requests_.push_back(MPI_REQUEST_NULL);
       free_.push_back(static_cast<Request>(requests_.size() - 1));
     }
     const Request id = free_.back();
     free_.pop_back();
-    return requests_[id];
+    return id;
   }
   MPI_Request& at(Request r) {
     if (r < 0 || static_cast<size_t>(r) >= requests_.size()) fatal("an unknown request");

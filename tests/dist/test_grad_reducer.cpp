@@ -2,7 +2,10 @@
 // gradient of a step has the bits of the tree sum over the micro-batches whatever N, with and
 // without overlap, whatever the buckets; and so a whole training run has the same bits.
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <bit>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -89,8 +92,9 @@ class CountingComm final : public dist::Communicator {
   }
   dist::Request recv(float* d, int64_t n, int from, int tag) override { return inner_.recv(d, n, from, tag); }
   bool test(dist::Request r) override { return inner_.test(r); }
-  void wait(dist::Request r) override { inner_.wait(r); }
-  std::vector<char> all_gather(const void* d, size_t bytes) override { return inner_.all_gather(d, bytes); }
+  dist::Request start_all_gather(const void* d, size_t bytes, void* out) override {
+    return inner_.start_all_gather(d, bytes, out);
+  }
   [[noreturn]] void abort(int code) override {
     inner_.abort(code);
     std::terminate();  // not reached: abort does not return
@@ -263,4 +267,40 @@ TEST_CASE("the reducer refuses what it cannot do, naming the problem", "[dist][r
   reducer.finish_step();
   // The optimizer step would go here; without zero_grad the next step refuses to start.
   REQUIRE_THROWS_WITH(reducer.backward(model.loss(x, y, B, T)), Catch::Contains("call zero_grad"));
+}
+
+TEST_CASE("a stop request abandons the step, also while waiting for a rank that never sends", "[dist][reducer]") {
+  std::atomic<bool> stop{false};
+  std::vector<int32_t> x, y;
+  micro_batch(0, 0, x, y);
+  test::ThreadHub::run(2, [&](dist::Communicator& comm) {
+    if (comm.rank() == 1) return;  // a peer that died: it never contributes
+    comm.set_stop_check([&] { return stop.load(); });
+    nn::GPT model(tiny_config(0.0), 3);
+    const std::vector<float> before = flat_params(model);
+    dist::GradReducer reducer(model.parameters(), comm, {.micro_batches = 2});
+    reducer.backward(model.loss(x, y, B, T));
+    std::thread later([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      stop = true;
+    });
+    REQUIRE_THROWS_AS(reducer.finish_step(), dist::Stopped);
+    later.join();
+    REQUIRE(same_bits(flat_params(model), before));  // the state the step started from
+    REQUIRE_THROWS_AS(comm.all_gather("x", 1), dist::Stopped);  // every wait asks
+  });
+  // Asked before the backward, and each time the hook runs: the hook is removed on the way out.
+  for (int stop_at : {1, 4}) {
+    test::ThreadHub::run(2, [&](dist::Communicator& comm) {
+      nn::GPT model(tiny_config(0.0), 3);
+      int asked = 0;
+      comm.set_stop_check([&] { return comm.rank() == 0 && ++asked >= stop_at; });
+      dist::GradReducer reducer(model.parameters(), comm, {.micro_batches = 2});
+      if (comm.rank() == 0) {
+        REQUIRE_THROWS_AS(reducer.backward(model.loss(x, y, B, T)), dist::Stopped);
+        REQUIRE(asked == stop_at);  // 4: from inside the backward's hook
+        REQUIRE_FALSE(set_grad_ready_hook(nullptr));
+      }
+    });
+  }
 }

@@ -3,11 +3,11 @@
 //
 // Transfers behave like MPI's rendezvous: a send completes only once a matching receive has
 // copied its data, receives match sends in posting order per (from, to, tag), and nothing is
-// buffered, so code that reuses a send buffer too early or waits in the wrong order fails here too.
+// buffered, so code that reuses a send buffer too early fails here too. A transfer that nothing
+// completes within a minute (a bug in the code under test) throws instead of hanging the tests.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -37,7 +38,6 @@ class ThreadHub {
           fn(*hub.ranks_[r]);
         } catch (...) {
           errors[r] = std::current_exception();
-          hub.fail();
         }
       });
     for (auto& t : threads) t.join();
@@ -46,13 +46,25 @@ class ThreadHub {
   }
 
  private:
+  static constexpr auto kPatience = std::chrono::seconds(60);
+
   struct Transfer {
-    float* to = nullptr;  // receive: destination
+    float* to = nullptr;          // receive: destination
     const float* from = nullptr;  // send: source
     int64_t n = 0;
     bool done = false;
+    // an all-gather: round `round`, `bytes` per rank, into `out`
+    bool gather = false;
+    uint64_t round = 0;
+    size_t bytes = 0;
+    void* out = nullptr;
+    std::chrono::steady_clock::time_point posted = std::chrono::steady_clock::now();
   };
   using Channel = std::tuple<int, int, int>;  // (from, to, tag)
+  struct Round {
+    std::vector<std::vector<char>> parts;
+    int arrived = 0, collected = 0;
+  };
 
   class Rank final : public dist::Communicator {
    public:
@@ -60,45 +72,45 @@ class ThreadHub {
     int rank() const override { return rank_; }
     int size() const override { return hub_.size_; }
     dist::Request send(const float* data, int64_t n, int to, int tag) override {
-      return post(true, const_cast<float*>(data), n, to, tag);
+      auto t = std::make_shared<Transfer>();
+      t->from = data;
+      t->n = n;
+      return post(t, Channel{rank_, peer(to), tag}, hub_.sends_);
     }
-    dist::Request recv(float* data, int64_t n, int from, int tag) override { return post(false, data, n, from, tag); }
+    dist::Request recv(float* data, int64_t n, int from, int tag) override {
+      auto t = std::make_shared<Transfer>();
+      t->to = data;
+      t->n = n;
+      return post(t, Channel{peer(from), rank_, tag}, hub_.recvs_);
+    }
+    dist::Request start_all_gather(const void* data, size_t bytes, void* out) override {
+      std::lock_guard<std::mutex> lock(hub_.mu_);
+      auto t = std::make_shared<Transfer>();
+      t->gather = true;
+      t->round = next_round_++;
+      t->bytes = bytes;
+      t->out = out;
+      Round& round = hub_.rounds_[t->round];
+      round.parts.resize(hub_.size_);
+      round.parts[rank_].assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+      ++round.arrived;
+      requests_.push_back(t);
+      return static_cast<dist::Request>(requests_.size() - 1);
+    }
     bool test(dist::Request r) override {
-      std::unique_lock<std::mutex> lock(hub_.mu_);
-      hub_.check_failed();
-      hub_.match();
-      return take_if_done(r);
-    }
-    void wait(dist::Request r) override {
-      std::unique_lock<std::mutex> lock(hub_.mu_);
-      for (;;) {
-        hub_.check_failed();
-        hub_.match();
-        if (take_if_done(r)) return;
-        // A wait that nothing can end is a bug in the code under test: fail instead of hanging.
-        if (hub_.cv_.wait_for(lock, std::chrono::seconds(60)) == std::cv_status::timeout)
-          throw std::runtime_error("rank " + std::to_string(rank_) + ": a wait did not end in 60 s");
+      std::lock_guard<std::mutex> lock(hub_.mu_);
+      if (r < 0 || static_cast<size_t>(r) >= requests_.size() || !requests_[r])
+        throw std::logic_error("test of an unknown or spent request");
+      Transfer& t = *requests_[r];
+      if (t.gather) collect(t);
+      else hub_.match();
+      if (!t.done) {
+        if (std::chrono::steady_clock::now() - t.posted > kPatience)
+          throw std::runtime_error("rank " + std::to_string(rank_) + ": a transfer did not complete in 60 s");
+        return false;
       }
-    }
-    std::vector<char> all_gather(const void* data, size_t bytes) override {
-      std::unique_lock<std::mutex> lock(hub_.mu_);
-      hub_.check_failed();
-      const uint64_t generation = hub_.gather_generation_;
-      hub_.gather_parts_[rank_].assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
-      if (++hub_.gather_count_ == hub_.size_) {
-        hub_.gather_result_.clear();
-        for (auto& part : hub_.gather_parts_) {
-          if (part.size() != bytes) throw std::logic_error("all_gather: ranks passed different sizes");
-          hub_.gather_result_.insert(hub_.gather_result_.end(), part.begin(), part.end());
-        }
-        hub_.gather_count_ = 0;
-        ++hub_.gather_generation_;
-        hub_.cv_.notify_all();
-      } else {
-        hub_.cv_.wait(lock, [&] { return hub_.gather_generation_ != generation || hub_.failed_; });
-        hub_.check_failed();
-      }
-      return hub_.gather_result_;
+      requests_[r].reset();
+      return true;
     }
     [[noreturn]] void abort(int exit_code) override {
       throw std::runtime_error("rank " + std::to_string(rank_) + " aborted the run with code " +
@@ -106,38 +118,42 @@ class ThreadHub {
     }
 
    private:
-    dist::Request post(bool is_send, float* data, int64_t n, int peer, int tag) {
-      if (peer < 0 || peer >= hub_.size_ || peer == rank_) throw std::logic_error("a transfer to a non-peer");
-      if (tag < 0 || tag > kMaxTag) throw std::logic_error("a tag outside [0, kMaxTag]");
-      std::unique_lock<std::mutex> lock(hub_.mu_);
-      auto t = std::make_shared<Transfer>();
-      if (is_send) t->from = data;
-      else t->to = data;
-      t->n = n;
-      const Channel channel = is_send ? Channel{rank_, peer, tag} : Channel{peer, rank_, tag};
-      (is_send ? hub_.sends_ : hub_.recvs_)[channel].push_back(t);
+    int peer(int p) const {
+      if (p < 0 || p >= hub_.size_ || p == rank_) throw std::logic_error("a transfer to a non-peer");
+      return p;
+    }
+    dist::Request post(const std::shared_ptr<Transfer>& t, Channel channel,
+                       std::map<Channel, std::deque<std::shared_ptr<Transfer>>>& queue) {
+      if (std::get<2>(channel) < 0 || std::get<2>(channel) > kMaxTag) throw std::logic_error("a tag outside [0, kMaxTag]");
+      std::lock_guard<std::mutex> lock(hub_.mu_);
+      queue[channel].push_back(t);
       requests_.push_back(t);
-      hub_.match();
       return static_cast<dist::Request>(requests_.size() - 1);
     }
-    bool take_if_done(dist::Request r) {
-      if (r < 0 || static_cast<size_t>(r) >= requests_.size() || !requests_[r])
-        throw std::logic_error("test/wait of an unknown or spent request");
-      if (!requests_[r]->done) return false;
-      requests_[r].reset();
-      return true;
+    // An all-gather is complete once every rank has contributed to its round (mu_ held).
+    void collect(Transfer& t) {
+      Round& round = hub_.rounds_[t.round];
+      if (round.arrived < hub_.size_) return;
+      char* out = static_cast<char*>(t.out);
+      for (auto& part : round.parts) {
+        if (part.size() != t.bytes) throw std::logic_error("all_gather: ranks passed different sizes");
+        std::memcpy(out, part.data(), part.size());
+        out += part.size();
+      }
+      t.done = true;
+      if (++round.collected == hub_.size_) hub_.rounds_.erase(t.round);
     }
     ThreadHub& hub_;
     int rank_;
+    uint64_t next_round_ = 0;
     std::vector<std::shared_ptr<Transfer>> requests_;
   };
 
-  explicit ThreadHub(int size) : size_(size), gather_parts_(size) {
+  explicit ThreadHub(int size) : size_(size) {
     for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<Rank>(*this, r));
   }
   // Pairs the oldest send with the oldest receive of every channel (mu_ held).
   void match() {
-    bool any = false;
     for (auto& [channel, sends] : sends_) {
       auto& recvs = recvs_[channel];
       while (!sends.empty() && !recvs.empty()) {
@@ -148,30 +164,15 @@ class ThreadHub {
         s.done = r.done = true;
         sends.pop_front();
         recvs.pop_front();
-        any = true;
       }
     }
-    if (any) cv_.notify_all();
-  }
-  void fail() {
-    std::lock_guard<std::mutex> lock(mu_);
-    failed_ = true;
-    cv_.notify_all();
-  }
-  void check_failed() const {
-    if (failed_) throw std::runtime_error("another rank failed");
   }
 
   int size_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool failed_ = false;
   std::map<Channel, std::deque<std::shared_ptr<Transfer>>> sends_, recvs_;
-  std::vector<std::vector<char>> gather_parts_;
-  std::vector<char> gather_result_;
-  int gather_count_ = 0;
-  uint64_t gather_generation_ = 0;
+  std::map<uint64_t, Round> rounds_;
 };
 
 }  // namespace heed::test

@@ -11,8 +11,9 @@
 // the timings; with --out FILE it writes the parameters (safetensors). Flags for the failure
 // tests: --die-rank R --die-step S (SIGKILL itself), --fail-rank R --fail-step S (a heed::Error),
 // --corrupt-rank R (changes one weight, which the checksum must catch). A stop signal
-// (dist::stop_signals(): under mpirun, Ctrl-C arrives as SIGCONT) ends the run after the step in
-// progress on every rank; rank 0 saves once (--out) and every rank exits with 130.
+// (dist::stop_signals(): under mpirun, Ctrl-C arrives as SIGCONT) abandons the step in progress
+// on every rank (dist::Stopped); rank 0 saves the state that step started from (--out)
+// and every rank exits with 130 at once: mpirun sends SIGKILL two seconds after Ctrl-C.
 #include <malloc.h>
 #include <signal.h>
 
@@ -46,7 +47,9 @@ using namespace heed;
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_stop_signal(int sig) { g_stop = sig; }
+extern "C" void on_stop_signal(int sig) {
+  if (!g_stop) g_stop = sig;  // the first: mpirun's SIGTERM follows its SIGCONT
+}
 
 struct Flags {
   int64_t steps = 6, accum = 0, batch = 4, block = 32, n_layer = 2, n_head = 2, n_embd = 32;
@@ -142,38 +145,59 @@ int run(dist::Communicator& world, const Flags& f) {
     std::vector<std::pair<std::string, Tensor>> tensors(model.named_parameters());
     nn::save_safetensors(f.out, tensors, {});
   };
+  // A stop (a signal, or a wait that gave up: dist::Stopped) saves the state the current step
+  // started from: the parameters and the optimizer are untouched until opt.step(), and the
+  // generators are put back as the step found them.
+  Generator::State data_at_start = data_gen.state();
+  std::vector<Generator::State> dropout_at_start;
+  for (Generator* g : gens) dropout_at_start.push_back(g->state());
+  auto stop = [&](int64_t s) {
+    data_gen.set_state(data_at_start);  // (a trainer saves these with the weights)
+    for (size_t k = 0; k < gens.size(); ++k) gens[k]->set_state(dropout_at_start[k]);
+    save();
+    if (rank == 0)
+      std::printf("stopped by signal %d in step %lld; saved the state it started from\n", int(g_stop), (long long)s);
+    // No MPI_Finalize: mpirun is already ending the job, and finalizing then takes seconds
+    // (2.4 s measured) that its SIGKILL may not leave.
+    std::fflush(stdout);
+    std::_Exit(130);
+  };
+  world.set_stop_check([] { return g_stop != 0; });
   for (int64_t s = 0; s < f.steps; ++s) {
-    // Every rank agrees on whether to stop here, so all of them stop after the same step.
-    if (dist::any_rank(world, g_stop != 0)) {
-      save();
-      if (rank == 0) std::printf("stopped by a signal before step %lld; saved\n", (long long)s);
-      // No MPI_Finalize: mpirun is already ending the job, and finalizing then takes seconds
-      // (2.4 s measured) for nothing.
-      std::fflush(stdout);
-      std::_Exit(130);
+    data_at_start = data_gen.state();
+    for (size_t k = 0; k < gens.size(); ++k) dropout_at_start[k] = gens[k]->state();
+    if (g_stop) stop(s);
+    if (rank == f.die_rank && s == f.die_step) {
+      std::fprintf(stderr, "rank %d: SIGKILL at %.3f s (steady clock)\n", rank, cli::now_s());
+      std::fflush(stderr);
+      ::raise(SIGKILL);
     }
-    if (rank == f.die_rank && s == f.die_step) ::raise(SIGKILL);
     HEED_CHECK(!(rank == f.fail_rank && s == f.fail_step), "rank ", rank, " failed on purpose at step ", s);
     const double t0 = cli::now_s();
-    opt.set_lr(s < 2 ? 1e-3 * (s + 1) / 2 : 1e-3);
-    cli::sample_batch(train, A * f.batch, f.block, data_gen, x, y);  // the global batch, on every rank
-    std::vector<double> losses;
-    const dist::Span mine = reducer.local_micro_batches();
-    for (int64_t i = mine.lo; i < mine.hi; ++i) {
-      const std::vector<int32_t> xi(x.begin() + i * f.batch * f.block, x.begin() + (i + 1) * f.batch * f.block);
-      const std::vector<int32_t> yi(y.begin() + i * f.batch * f.block, y.begin() + (i + 1) * f.batch * f.block);
-      streams.begin_micro_batch(i);
-      Tensor loss = model.loss(xi, yi, f.batch, f.block);
-      losses.push_back(loss.item());
-      reducer.backward(loss);
+    double loss = 0;
+    try {
+      dist::require_same_parameters(world, model.named_parameters());  // as the step starts
+      opt.set_lr(s < 2 ? 1e-3 * (s + 1) / 2 : 1e-3);
+      cli::sample_batch(train, A * f.batch, f.block, data_gen, x, y);  // the global batch, on every rank
+      std::vector<double> losses;
+      const dist::Span mine = reducer.local_micro_batches();
+      for (int64_t i = mine.lo; i < mine.hi; ++i) {
+        const std::vector<int32_t> xi(x.begin() + i * f.batch * f.block, x.begin() + (i + 1) * f.batch * f.block);
+        const std::vector<int32_t> yi(y.begin() + i * f.batch * f.block, y.begin() + (i + 1) * f.batch * f.block);
+        streams.begin_micro_batch(i);
+        Tensor l = model.loss(xi, yi, f.batch, f.block);
+        losses.push_back(l.item());
+        reducer.backward(l);
+      }
+      reducer.finish_step();
+      loss = reducer.mean_loss(losses);
+    } catch (const dist::Stopped&) {
+      stop(s);
     }
-    reducer.finish_step();
     streams.end_step();
-    const double loss = reducer.mean_loss(losses);
     optim::clip_grad_norm(model.parameters(), 1.0);
     opt.step();
     model.zero_grad();
-    dist::require_same_parameters(world, model.named_parameters());
     if (s >= f.warmup) {
       step_s.push_back(cli::now_s() - t0);
       const dist::ReducerTimes& t = reducer.last_times();
@@ -184,6 +208,13 @@ int run(dist::Communicator& world, const Flags& f) {
     }
     if (rank == 0) std::printf("step %lld loss %.17g\n", (long long)s, loss);
     std::fflush(stdout);
+  }
+  data_at_start = data_gen.state();
+  for (size_t k = 0; k < gens.size(); ++k) dropout_at_start[k] = gens[k]->state();
+  try {
+    dist::require_same_parameters(world, model.named_parameters());
+  } catch (const dist::Stopped&) {
+    stop(f.steps);
   }
 
   {  // the shared evaluation: every rank draws every batch, computes its share
@@ -196,7 +227,12 @@ int run(dist::Communicator& world, const Flags& f) {
       cli::sample_batch(val, f.batch, f.block, eval_gen, x, y);
       if (k >= share.lo && k < share.hi) mine.push_back(model.loss(x, y, f.batch, f.block).item());
     }
-    const double eval = dist::mean_in_order(world, mine, f.eval_batches);
+    double eval = 0;
+    try {
+      eval = dist::mean_in_order(world, mine, f.eval_batches);
+    } catch (const dist::Stopped&) {
+      stop(f.steps);
+    }
     if (rank == 0) std::printf("eval %.17g\n", eval);
   }
   save();
