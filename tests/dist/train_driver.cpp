@@ -53,7 +53,7 @@ extern "C" void on_stop_signal(int sig) {
 
 struct Flags {
   int64_t steps = 6, accum = 0, batch = 4, block = 32, n_layer = 2, n_head = 2, n_embd = 32;
-  int64_t eval_batches = 5, warmup = 1, corpus_chars = 100000;
+  int64_t eval_batches = 5, warmup = 1, corpus_chars = 100000, check_every = 1;
   int64_t bucket_bytes = int64_t(4) << 20;
   double dropout = 0.1;
   int threads = 1;
@@ -82,6 +82,7 @@ Flags parse(int argc, char** argv) {
   take("steps", f.steps), take("accum", f.accum), take("batch", f.batch), take("block", f.block);
   take("n-layer", f.n_layer), take("n-head", f.n_head), take("n-embd", f.n_embd);
   take("eval-batches", f.eval_batches), take("warmup", f.warmup), take("corpus-chars", f.corpus_chars);
+  take("check-every", f.check_every);
   take("bucket-bytes", f.bucket_bytes), take("dropout", f.dropout), take("threads", f.threads);
   take("overlap", f.overlap), take("out", f.out), take("die-rank", f.die_rank), take("die-step", f.die_step);
   take("fail-rank", f.fail_rank), take("fail-step", f.fail_step), take("corrupt-rank", f.corrupt_rank);
@@ -176,7 +177,7 @@ int run(dist::Communicator& world, const Flags& f) {
     const double t0 = cli::now_s();
     double loss = 0;
     try {
-      dist::require_same_parameters(world, model.named_parameters());  // as the step starts
+      if (s % f.check_every == 0) dist::require_same_parameters(world, model.named_parameters());  // as the step starts
       opt.set_lr(s < 2 ? 1e-3 * (s + 1) / 2 : 1e-3);
       cli::sample_batch(train, A * f.batch, f.block, data_gen, x, y);  // the global batch, on every rank
       std::vector<double> losses;
