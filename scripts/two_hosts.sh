@@ -4,9 +4,11 @@
 # ssh to a host. The run must give the bits of one process with the same micro-batches.
 #
 #   scripts/two_hosts.sh [BUILD_DIR] [--rate 1gbit] [driver flags...]
+#   scripts/two_hosts.sh [BUILD_DIR] [--rate 1gbit] --run PROGRAM [ARGS...]
 #
 # BUILD_DIR (default build) holds heed_dist_train and libheed_dist_mpi.so. --rate limits the
 # link (tc's token bucket) to measure a slower network; the driver's last line has the timings.
+# --run runs any program on the two hosts instead (e.g. build/heed_bench_allreduce), no check.
 # Needs root (ip netns), iproute2 and Open MPI. Exit 0 when the two-host run matches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +16,8 @@ build=build
 if [[ $# -gt 0 && $1 != --* ]]; then build=$1; shift; fi
 rate=""
 if [[ ${1:-} == --rate ]]; then rate=$2; shift 2; fi
+run=()
+if [[ ${1:-} == --run ]]; then shift; run=("$(realpath "$1")" "${@:2}"); set --; fi
 flags=("$@")
 [[ ${#flags[@]} -gt 0 ]] || flags=(--accum 2 --steps 5)
 driver=$(realpath "$build/heed_dist_train")
@@ -54,22 +58,28 @@ case \$host in
   $ip_b) ns=$ns_b ;;
   *) echo "launcher: unknown host \$host" >&2; exit 1 ;;
 esac
-echo "launcher: starting on \$host in namespace \$ns" >&2
 exec ip netns exec \$ns env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c "\$*"
 EOF
 chmod +x "$work/launcher"
 printf '%s slots=1\n%s slots=1\n' "$ip_a" "$ip_b" > "$work/hosts"
+# btl tcp,self: no shared memory between the "hosts"; oob and btl on the veth only.
+on_two_hosts() {
+  ip netns exec "$ns_a" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    timeout 600 mpirun --hostfile "$work/hosts" -np 2 --map-by node \
+    --mca plm_rsh_agent "$work/launcher" --mca btl tcp,self \
+    --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+    -x OPENBLAS_NUM_THREADS "$@"
+}
+if [[ ${#run[@]} -gt 0 ]]; then
+  on_two_hosts "${run[@]}"
+  exit
+fi
 
 echo "== one process: $driver ${flags[*]}"
 "$driver" "${flags[@]}" --out "$work/one.safetensors" | tee "$work/one.txt"
 echo "== two hosts over TCP ($ip_a, $ip_b${rate:+, $rate})"
 start=$(date +%s.%N)
-# btl tcp,self: no shared memory between the "hosts"; oob and btl on the veth only.
-ip netns exec "$ns_a" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-  timeout 600 mpirun --hostfile "$work/hosts" -np 2 --map-by node \
-  --mca plm_rsh_agent "$work/launcher" --mca btl tcp,self \
-  --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-  -x OPENBLAS_NUM_THREADS "$driver" "${flags[@]}" --out "$work/two.safetensors" | tee "$work/two.txt"
+on_two_hosts "$driver" "${flags[@]}" --out "$work/two.safetensors" | tee "$work/two.txt"
 echo "== mpirun took $(echo "$(date +%s.%N) - $start" | bc) s"
 
 grep -E '^(step|eval) ' "$work/one.txt" > "$work/one.res"
