@@ -216,6 +216,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
       node->backward_ = nullptr;
       node->inputs_.clear();
     }
+    in_grads.clear();  // a leaf finished now can then keep its gradient's buffer (no copy)
     finish_leaves_after(k);
   }
 

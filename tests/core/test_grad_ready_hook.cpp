@@ -161,3 +161,18 @@ TEST_CASE("the grad-ready hook on a GPT: every parameter once, bits unchanged, t
   REQUIRE(position["transformer.h.0.attn.c_attn.weight"] < position["transformer.wte.weight"]);
   REQUIRE(order.back() == "transformer.wte.weight");
 }
+
+TEST_CASE("a leaf finished early keeps the buffer its gradient was made in (no copy)", "[autograd][hook]") {
+  Tensor w = randn64({64}, 3);
+  const void* produced = nullptr;
+  Tensor y = record("times_two", mul(w.detach(), 2.0), {w}, [&produced](const Tensor& gy) {
+    Tensor g = mul(gy, 2.0);
+    produced = g.storage()->data();
+    return std::vector<Tensor>{g};
+  });
+  const void* seen = nullptr;
+  ScopedHook hook([&](const Tensor& leaf) { seen = leaf.grad().storage()->data(); });
+  sum(mul(y, y)).backward();
+  REQUIRE(produced != nullptr);
+  REQUIRE(seen == produced);
+}

@@ -145,8 +145,11 @@ TEST_CASE("Ctrl-C to mpirun: every rank stops at once, rank 0 saves the step's s
   const std::vector<std::string> cmd = cat(mpirun_np(2), {"--steps", "100000", "--out", dir / "saved.safetensors"});
   const pid_t pid = spawn_process(cmd, dir / "out", dir / "err", options_for(cmd, 120));
   const auto t0 = std::chrono::steady_clock::now();
-  while (read_file(dir / "out").find("step 2 loss") == std::string::npos && seconds_since(t0) < 90)
+  while (read_file(dir / "out").find("step 2 loss") == std::string::npos) {
+    REQUIRE(seconds_since(t0) < 90);
+    REQUIRE(waitpid(pid, nullptr, WNOHANG) == 0);  // still running
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   REQUIRE(::kill(pid, SIGINT) == 0);  // what Ctrl-C does: the ranks are in process groups of their own
   ProcessResult r;
   wait_process(pid, r, 60);
