@@ -8,7 +8,9 @@
 //   the parameters' checksums across ranks; at the end, a shared evaluation.
 //
 // Rank 0 prints "step S loss L" per step (L with 17 digits), "eval L", and a last JSON line with
-// the timings; with --out FILE it writes the parameters (safetensors). Flags for the failure
+// the timings; with --out FILE it writes the parameters (safetensors). Model and run flags:
+// --n-layer --n-head --n-embd --block --batch --dropout --accum (A, default N) --steps --threads
+// --overlap 0|1 --bucket-bytes --eval-batches --check-every (steps between checksums) --warmup. Flags for the failure
 // tests: --die-rank R --die-step S (SIGKILL itself), --fail-rank R --fail-step S (a heed::Error),
 // --corrupt-rank R (changes one weight, which the checksum must catch). A stop signal
 // (dist::stop_signals(): under mpirun, Ctrl-C arrives as SIGCONT) abandons the step in progress
