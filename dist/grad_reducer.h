@@ -6,6 +6,7 @@
 //     draw all A micro-batches (every rank draws them all, from the same generator: cheap)
 //     std::vector<double> losses;
 //     for (int64_t i = reducer.local_micro_batches().lo; i < reducer.local_micro_batches().hi; ++i) {
+//       // (with dropout: dist::MicroBatchGenerators::begin_micro_batch(i) first)
 //       Tensor loss = model.loss(x[i], y[i], B, T);
 //       losses.push_back(loss.item());
 //       reducer.backward(loss);
@@ -43,7 +44,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -63,7 +63,7 @@ struct GradReducerOptions {
 struct ReducerTimes {
   double in_backward = 0;     ///< reducer work inside the grad-ready hook (overlapped)
   double after_backward = 0;  ///< taking the remaining gradients and starting buckets, after backward
-  double finish = 0;          ///< finish_step(): waiting for the rest, the last sums, the copies
+  double finish = 0;          ///< finish_step(): waiting for the rest and the last sums
   int64_t bytes_sent = 0;
 };
 
