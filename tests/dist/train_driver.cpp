@@ -42,7 +42,9 @@
 #include "nn/safetensors.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
-#include "run_state.h"
+#include "io.h"
+#include "profile.h"
+#include "train_state.h"
 
 using namespace heed;
 
@@ -112,7 +114,7 @@ int run(dist::Communicator& world, const Flags& f) {
   const int64_t A = f.accum > 0 ? f.accum : N;
   set_num_threads(f.threads);
 
-  std::string text = cli::read_file(cli::default_corpus_path());
+  std::string text = cli::read_input_file(cli::default_corpus_path());
   text.resize(std::min<size_t>(text.size(), f.corpus_chars));
   const std::u32string chars = cli::decode_utf8(text, "corpus");
   const cli::Vocab vocab = cli::Vocab::from_text(chars);
