@@ -51,7 +51,8 @@ Axis make_axis(double lo, double hi, double margin) {
   // A single value gets a range around it; the margin is at least a thousandth of the magnitude,
   // so that lo < hi holds in floating point however large the values are.
   const double span = hi / 2 - lo / 2;  // half the span, finite for any finite lo, hi
-  const double pad = std::max({span * 2 * margin, std::max(std::abs(lo), std::abs(hi)) * 1e-3, 1e-9});
+  // (span * 2 first would overflow to infinity for +-1.7e308, and infinity * a zero margin is NaN)
+  const double pad = std::max({span * (2 * margin), std::max(std::abs(lo), std::abs(hi)) * 1e-3, 1e-9});
   Axis a{std::max(lo - pad, -kMax), std::min(hi + pad, kMax)};
   if (!(a.hi > a.lo)) a = {lo - 1, lo + 1};
   return a;
@@ -60,7 +61,7 @@ Axis make_axis(double lo, double hi, double margin) {
 // "Nice" tick positions inside the axis: at most 20, however the values fall (the loop's length
 // does not depend on their magnitude).
 std::vector<double> ticks(const Axis& a, int target = 6) {
-  const double raw = (a.hi / 2 - a.lo / 2) * 2 / target;  // may be inf for a full-range axis: then no ticks
+  const double raw = (a.hi / 2 - a.lo / 2) * (2.0 / target);  // finite even for the whole double range
   std::vector<double> t;
   if (!(raw > 0) || !std::isfinite(raw)) return t;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));

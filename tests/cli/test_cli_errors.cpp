@@ -234,6 +234,9 @@ TEST_CASE("cli errors: nonsense numbers for train are usage errors naming the fl
       {{"--lr", "fast"}, "--lr"},
       {{"--n-layer", "1.5"}, "--n-layer"},
       {{"--n-layer", "99999999999999999999999"}, "--n-layer"},  // more than an int64 holds
+      // named as given, never as the INT64_MAX strtoll made of it
+      {{"--n-layer", "99999999999999999999"}, "'99999999999999999999' is out of range"},
+      {{"--max-iters", "-99999999999999999999"}, "'-99999999999999999999' is out of range"},
   };
   for (const auto& [flags, needle] : cases) {
     INFO(needle);
