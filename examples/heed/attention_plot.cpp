@@ -69,7 +69,7 @@ int run_attention(const std::string& checkpoint, const std::string& text, const 
   if (text.empty()) throw UsageError("--text must not be empty");
   if (out.empty()) throw UsageError("--out is required");
   if (same_file(checkpoint, out)) throw UsageError("--out " + out + " is the --checkpoint; it would be overwritten");
-  require_own_output(out, "--out", "<svg");
+  require_own_output(out, "--out", kSvgSignature);
   // Nothing is written before the drawing: until then a stop ends heed at once, even inside the
   // library's parsing and copying of a large checkpoint, which never polls it.
   std::optional<ExitAtOnceOnStop> only_reading(std::in_place);

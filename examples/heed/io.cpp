@@ -191,7 +191,8 @@ void require_own_output(const std::string& path, const std::string& flag, std::s
   }
   if (head != signature)
     throw UsageError(flag + " " + path + " exists and is not " +
-                     (signature == "<svg" ? std::string("an SVG drawing") : "a file heed wrote") +
+                     (signature.find("<svg") != std::string_view::npos ? std::string("an SVG drawing heed made")
+                                                                      : "a file heed wrote") +
                      "; heed replaces only its own output (choose another " + flag + ")");
 }
 

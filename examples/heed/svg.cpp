@@ -112,7 +112,7 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
   std::ostringstream s;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+  s << kSvgSignature << " xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
     << "\" viewBox=\"0 0 " << W << ' ' << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << W / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">" << xml_escape(title) << "</text>\n";
@@ -177,7 +177,7 @@ std::string heatmaps_svg(const std::string& title, const std::vector<Heatmap>& m
   const double font = std::min(12.0, cell * 0.8);
 
   std::ostringstream s;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(W, 0) << "\" height=\"" << fmt(H, 0)
+  s << kSvgSignature << " xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(W, 0) << "\" height=\"" << fmt(H, 0)
     << "\" viewBox=\"0 0 " << fmt(W, 0) << ' ' << fmt(H, 0) << "\" font-family=\"monospace\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << fmt(W / 2) << "\" y=\"28\" text-anchor=\"middle\" font-family=\"sans-serif\" font-size=\"16\">"

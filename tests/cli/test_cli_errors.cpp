@@ -210,6 +210,7 @@ TEST_CASE("cli errors: nonsense numbers for train are usage errors naming the fl
       {{"--lr", "0"}, "--lr"},
       {{"--lr", "nan"}, "--lr"},
       {{"--lr", "inf"}, "--lr"},
+      {{"--lr", "1e308"}, "--lr 1e+308 is too large"},  // the warm-up's lr x (it + 1) would overflow at step 0
       {{"--min-lr", "-1"}, "--min-lr"},
       {{"--dropout", "1"}, "--dropout"},
       {{"--dropout", "1.5"}, "--dropout"},

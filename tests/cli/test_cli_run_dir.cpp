@@ -201,7 +201,15 @@ TEST_CASE("run dir: no command writes its output over one of its inputs", "[cli]
                       {"--out " + other, "not an SVG"});
   CHECK(read_file(other) == before.at("model.safetensors"));
   CHECK(read_file(fx.corpus) == tiny_corpus(777));
-  // an SVG is redrawn
+  // a user's SVG is not heed's drawing: kept
+  const std::string mine = fx.dir / "mine.svg";
+  write_file(mine, "<svg xmlns=\"http://www.w3.org/2000/svg\"><circle r=\"5\"/></svg>\n");
+  const std::string mine_before = read_file(mine);
+  require_clean_error(run_heed({"plot", "--log", log, "--out", mine}), 2, {"--out " + mine, "not an SVG drawing heed made"});
+  require_clean_error(run_heed({"attention", "--checkpoint", ckpt, "--text", "abc", "--out", mine}), 2,
+                      {"--out " + mine, "not an SVG drawing heed made"});
+  CHECK(read_file(mine) == mine_before);
+  // an SVG heed drew is redrawn
   require_ok(run_heed({"plot", "--log", log, "--out", run + "/loss.svg"}));
   require_ok(run_heed({"plot", "--log", log, "--out", run + "/loss.svg"}));
 }
