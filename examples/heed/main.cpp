@@ -8,8 +8,8 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <iostream>

@@ -92,7 +92,6 @@ std::string size_flags(const TrainOptions& o) {
          std::to_string(o.batch_size);
 }
 
-// Refuses options whose model and batch would not fit, for a vocabulary of `vocab` characters.
 // The memory reading --data takes; a file too large on its own is the file's fault, named as such
 // (exit 1), before the flags are blamed for the sum.
 double corpus_memory(const std::string& data) {
@@ -101,6 +100,7 @@ double corpus_memory(const std::string& data) {
   return kCorpusBytesPerByte * size;
 }
 
+// Refuses options whose model and batch would not fit, for a vocabulary of `vocab` characters.
 void check_training_memory(const TrainOptions& o, int64_t vocab, double more = 0) {
   require_memory(gpt_training_bytes(gpt_config(o, vocab), o.batch_size) + more, "the model and batch (" + size_flags(o) + ")",
                  true);

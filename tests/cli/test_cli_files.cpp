@@ -93,6 +93,7 @@ TEST_CASE("files: a tampered train_state is refused by --resume naming the field
       {option("batch_size", nullptr), {"\"options\"", "\"batch_size\" is missing"}},
       {option("eval_iters", nullptr), {"\"options\"", "\"eval_iters\" is missing"}},
       {meta("options", "{}"), {"\"options\"", "is missing"}},
+      {option("data", ""), {"\"options\"", "\"data\" is empty"}},
       {[](nn::SafetensorsFile& f) { f.metadata.erase("iter"); }, {"missing \"iter\""}},
       {tensor("model.transformer.h.0.ln_1.weight", [](const Tensor& t) { return Tensor::full(t.shape(), std::nan("")); }),
        {"model.transformer.h.0.ln_1.weight", "not finite"}},
