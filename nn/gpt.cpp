@@ -47,7 +47,7 @@ GPTTransformer::GPTTransformer(const GPTConfig& c) {
 
 TiedLinear::TiedLinear(Tensor w) {
   HEED_CHECK(w.defined() && w.dim() == 2, "TiedLinear: weight must be 2-D [out, in]");
-  weight = register_parameter("weight", std::move(w));
+  register_parameter("weight", weight, std::move(w));
 }
 
 Tensor TiedLinear::forward(const Tensor& x) { return linear(x, weight); }

@@ -369,4 +369,17 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
 }
 
+void save_state_dict(const Module& module, const std::string& path, const std::map<std::string, std::string>& metadata) {
+  save_safetensors(path, module.state_dict(), metadata);
+}
+
+Module::LoadResult load_state_dict(Module& module, const std::string& path, bool strict) {
+  SafetensorsFile file = load_safetensors(path);
+  try {
+    return module.load_state_dict(file.tensors, strict);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
 }  // namespace heed::nn
