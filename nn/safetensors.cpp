@@ -298,6 +298,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (size_t i : order) {
     const auto& [name, t] = tensors[i];
     HEED_CHECK(t.defined(), "save_safetensors: ", path, ": tensor '", name, "' is undefined");
+    HEED_CHECK(is_floating(t.dtype()), "save_safetensors: ", path, ": tensor '", name, "' is ", dtype_name(t.dtype()),
+               " (heed writes F32 and F64)");
     HEED_CHECK(name != "__metadata__", "save_safetensors: ", path, ": \"__metadata__\" cannot name a tensor");
     HEED_CHECK(!header.contains(name), "save_safetensors: ", path, ": tensor name '", name, "' appears twice");
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
