@@ -31,15 +31,17 @@ auto as_xtensor(const Tensor& t) {
   return xt::adapt(t.data<T>(), static_cast<std::size_t>(t.numel()), xt::no_ownership(), shape);
 }
 
-/// A new tensor holding the values of any xtensor expression (evaluated once, copied in
-/// row-major order whatever the expression's layout), of the expression's element type.
+/// A new tensor holding the values of any xtensor expression (evaluated once into a row-major
+/// xarray, whatever the expression's layout, then copied), of the expression's element type.
 template <class E>
 Tensor from_xtensor(const xt::xexpression<E>& expression) {
   using T = typename E::value_type;
-  const auto values = xt::eval(expression.derived_cast());
+  // Into a row-major xarray, not through xt::eval: xtensor 0.24.3's eval of an expression over
+  // xarrays makes a rank-4 xtensor (it takes the shape's small-vector capacity for the rank).
+  const xt::xarray<T, xt::layout_type::row_major> values = expression.derived_cast();
   Shape shape(values.shape().begin(), values.shape().end());
   Tensor t = Tensor::empty(shape, dtype_of<T>());
-  std::copy(values.cbegin(), values.cend(), t.data<T>());  // xtensor iterates row-major by default
+  std::copy(values.cbegin(), values.cend(), t.data<T>());
   return t;
 }
 
