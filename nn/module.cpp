@@ -151,8 +151,11 @@ void Module::zero_grad() {
 }
 
 void Module::to(DType dtype) {
-  for (auto& [_, t] : named_parameters()) {
-    if (t.dtype() == dtype) continue;
+  NamedTensors tensors = named_parameters();
+  for (auto& entry : named_buffers()) tensors.push_back(std::move(entry));
+  for (auto& [_, t] : tensors) {
+    // Float buffers follow the parameters (as torch's Module.to); integer and bool ones keep their type.
+    if (t.dtype() == dtype || !is_floating(t.dtype())) continue;
     Tensor converted = Tensor::empty(t.shape(), dtype);
     converted.copy_(t);
     // Swap the storage under the same TensorImpl, so every handle (and every alias) follows.

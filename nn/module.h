@@ -94,7 +94,7 @@ class Module {
   int64_t num_parameters() const;
   /// Drops every parameter's gradient.
   void zero_grad();
-  /// Converts every parameter to `dtype` in place (handles held by layers stay valid); used to
+  /// Converts every parameter and float buffer to `dtype` in place (handles held by layers stay valid); used to
   /// run gradient checks on a layer in float64.
   void to(DType dtype);
 

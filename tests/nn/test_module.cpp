@@ -74,6 +74,13 @@ TEST_CASE("module: buffers are in the state dict but not trained", "[module]") {
   REQUIRE(names(m.state_dict()) == std::vector<std::string>{"scale", "lin.weight", "lin.bias", "running"});
   REQUIRE_FALSE(m.running.requires_grad());
   for (const auto& [_, t] : m.state_dict()) REQUIRE_FALSE(t.requires_grad());  // detached views
+  // to(f64) converts parameters and float buffers in place.
+  Scaled d;
+  d.to(DType::f64);
+  for (const auto& [name, t] : d.state_dict()) {
+    INFO(name);
+    REQUIRE(t.dtype() == DType::f64);
+  }
   // A reassigned buffer is the one saved.
   m.running = Tensor::full({2}, 5.0);
   REQUIRE(m.state_dict().back().second.to_vector<float>() == std::vector<float>{5, 5});
