@@ -25,7 +25,10 @@ struct TrainOptions;
 struct SampleOptions {
   std::string checkpoint;
   std::string prompt;  ///< empty: start from a newline, as nanoGPT's sample.py
+  std::string prompt_file;  ///< the prompt's bytes from a file (instead of --prompt)
   int64_t tokens;
+  int64_t num_samples;
+  std::string stop;  ///< end a sample once it has generated this text (empty: never)
   double temperature;
   int64_t top_k;
   int64_t seed;

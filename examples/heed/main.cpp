@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   CLI::App app{"heed: train, sample and evaluate character-level GPTs"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
+  app.set_version_flag("--version", "heed " HEED_VERSION);
   std::string memory_limit;
   app.add_option("--memory-limit", memory_limit,
                  "the memory heed may plan to use, e.g. 4G (default: HEED_MEMORY_LIMIT, else the system's)");
@@ -121,6 +122,10 @@ int main(int argc, char** argv) {
   attn->add_option("--text", attn_text, "input text (GPT: the context; seq2seq: the source)")->required();
   attn->add_option("--out", attn_out, "SVG file to write")->required();
 
+  if (argc == 1) {  // plain `heed`: what it can do, not a complaint about a missing subcommand
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;
     bool known = false;
@@ -144,6 +149,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (run 'heed --help')");

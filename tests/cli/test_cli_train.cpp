@@ -614,7 +614,7 @@ TEST_CASE("heed train's flags are the issue's, with nanoGPT's CPU-run defaults",
            help.out.find(std::string(" ") + flag + ",") != std::string::npos));
   // each flag answers to nanoGPT's name too
   CHECK(help.out.find("--max-iters,--max_iters INT=2000\n") != std::string::npos);
-  CHECK(help.out.find("--eval-iters,--eval_iters INT=200\n") != std::string::npos);
+  CHECK(help.out.find("--eval-iters,--eval_iters INT=20\n") != std::string::npos);
 
   // the effective defaults, as the run records them (only the run length is shortened here)
   ScratchDir dir("defaults");
