@@ -35,7 +35,7 @@ CONFIGS = {  # n_layer, n_head, n_embd, block_size, characters to generate
     "small": (6, 6, 384, 256, 256),
     "default": (4, 4, 128, 64, 2000),
 }
-VOCAB = list("\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")  # tinyshakespeare's 65
+VOCAB = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # tinyshakespeare's 65
 
 
 def make_checkpoint(name, directory):

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   install_stop_handlers();
 
-  CLI::App app{"heed: train, sample and evaluate character-level GPTs"};
+  CLI::App app{"heed: train, sample and evaluate character-level GPTs", "heed"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
   app.set_version_flag("--version", "heed " HEED_VERSION);
