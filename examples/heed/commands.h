@@ -50,6 +50,9 @@ int run_sample(const SampleOptions& o);
 int run_eval(const EvalOptions& o);
 int run_attention(const std::string& checkpoint, const std::string& text, const std::string& out);
 int run_plot(const std::vector<std::string>& logs, const std::string& out);
+/// `heed inspect`: a GPT checkpoint's config, vocabulary, parameter count, iteration and the
+/// last evaluation in the log.jsonl beside it; as one JSON object with `json`.
+int run_inspect(const std::string& checkpoint, bool json);
 /// Draws the loss curves of `logs` into the SVG file `out` (also used by train, next to its log).
 void write_loss_plot(const std::vector<std::string>& logs, const std::string& out);
 

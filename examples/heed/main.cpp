@@ -122,6 +122,13 @@ int main(int argc, char** argv) {
   attn->add_option("--text", attn_text, "input text (GPT: the context; seq2seq: the source)")->required();
   attn->add_option("--out", attn_out, "SVG file to write")->required();
 
+  std::string inspect_ckpt;
+  bool inspect_json = false;
+  auto* inspect = app.add_subcommand("inspect", "print a checkpoint's config, vocabulary, parameter count, "
+                                                "iteration and last losses");
+  inspect->add_option("checkpoint", inspect_ckpt, "model.safetensors (heed train's, or a PyTorch one)")->required();
+  inspect->add_flag("--json", inspect_json, "one JSON object, for scripts");
+
   if (argc == 1) {  // plain `heed`: what it can do, not a complaint about a missing subcommand
     std::fputs(app.help().c_str(), stdout);
     return 0;
@@ -165,6 +172,7 @@ int main(int argc, char** argv) {
     else if (plot->parsed()) code = run_plot(plot_logs, plot_out);
     else if (s2s->parsed()) code = run_seq2seq(s2s_opts, s2s_overwrite);
     else if (attn->parsed()) code = run_attention(attn_ckpt, attn_text, attn_out);
+    else if (inspect->parsed()) code = run_inspect(inspect_ckpt, inspect_json);
     finish_stdout();  // output is complete or the command fails
     return code;
   } catch (const Stopped& e) {

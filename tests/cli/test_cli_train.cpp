@@ -718,7 +718,41 @@ TEST_CASE("heed sample: --num-samples, --stop and --prompt-file (bytes exact, NU
   }
 }
 
-TEST_CASE("heed --version; plain heed prints the help", "[cli]") {
+TEST_CASE("heed inspect: config, vocabulary, parameters, iteration and last losses, and --json", "[cli]") {
+  ScratchDir dir("inspect");
+  write_file(dir / "corpus.txt", utf8(make_text(300)));
+  train(cat(tiny_flags(), {"--data", dir / "corpus.txt", "--out", dir / "run", "--max-iters", "12"}));
+  const std::string ckpt = dir / "run/model.safetensors";
+  nn::LoadedGPT m = nn::load_gpt_checkpoint(ckpt);
+  const std::vector<json> evals = read_evals(dir / "run/log.jsonl");
+  REQUIRE(!evals.empty());
+
+  ProcessResult r = run_heed({"inspect", ckpt, "--json"});
+  require_ok(r);
+  const json j = json::parse(r.out);
+  CHECK(j["config"]["n_layer"] == m.model->config().n_layer);
+  CHECK(j["config"]["n_embd"] == m.model->config().n_embd);
+  CHECK(j["config"]["block_size"] == m.model->config().block_size);
+  CHECK(j["vocab"].get<std::string>() == m.vocab_utf8);
+  CHECK(j["vocab_size"] == m.model->config().vocab_size);
+  CHECK(j["parameters"] == m.model->num_params(false));
+  CHECK(j["non_embedding_parameters"] == m.model->num_params(true));
+  CHECK(j["iter"] == 12);
+  CHECK(j["last_eval"] == evals.back());
+
+  ProcessResult human = run_heed({"inspect", ckpt});
+  require_ok(human);
+  INFO(human.out);
+  CHECK(human.out.find(std::to_string(m.model->config().n_layer) + " layers") != std::string::npos);
+  CHECK(human.out.find("parameters: " + std::to_string(m.model->num_params(false))) != std::string::npos);
+  CHECK(human.out.find("iteration:  12\n") != std::string::npos);
+  CHECK(human.out.find(json(m.vocab_utf8).dump()) != std::string::npos);
+  CHECK(human.out.find("last eval:  iter 12: train loss") != std::string::npos);
+
+  require_clean_error(run_heed({"inspect", dir / "corpus.txt"}), 1, {"corpus.txt"});
+}
+
+TEST_CASE("heed --version, and plain heed prints the help", "[cli]") {
   ProcessResult v = run_heed({"--version"});
   require_ok(v);
   CHECK(std::regex_match(v.out, std::regex("heed [0-9]+\\.[0-9]+\\.[0-9]+\n")));
