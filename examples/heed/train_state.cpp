@@ -108,6 +108,7 @@ TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::st
   HEED_CHECK(options.is_object(), what, ": \"options\" is not a JSON object");
   r.options = defaults(train_option_table());
   options_from_json(train_option_table(), r.options, options, {Role::recipe, Role::length}, what + ": \"options\"");
+  HEED_CHECK(!r.options.data.empty(), what, ": \"options\": the recorded option \"data\" is empty (no text file)");
   try {
     validate(r.options);
   } catch (const Error& e) {
