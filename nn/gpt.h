@@ -21,6 +21,8 @@
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/feed_forward.h"
+#include "nn/generation.h"
+#include "nn/kv_cache.h"
 #include "nn/layer_norm.h"
 #include "nn/module.h"
 
@@ -44,6 +46,9 @@ class GPTBlock : public Module {
   explicit GPTBlock(const GPTConfig& config);
   /// x (B, T, C) -> (B, T, C).
   Tensor forward(const Tensor& x);
+  /// The same for n new positions x (B, n, C) after those in `cache` (layer `layer` of it), in
+  /// eval mode: the last n rows of forward() over the whole sequence (nn/kv_cache.h).
+  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer);
 
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<MultiHeadAttention> attn;
@@ -100,6 +105,19 @@ class GPT : public Module {
   /// Logits of the last position only, (B, V): what sampling needs, without the lm_head
   /// product for the other T - 1 positions.
   Tensor last_logits(const std::vector<int32_t>& idx, int64_t B, int64_t T);
+
+  /// Generates up to options.max_new_tokens tokens after `prompt` (at least one token) and returns
+  /// them, as nanoGPT's generate: each step sees the last block_size tokens (nn/generation.h).
+  /// Runs in eval mode without gradients and restores the training mode. With the KV cache,
+  /// inside the window a step costs one position; once the window slides every position moves,
+  /// so each step recomputes the window (the tokens are those of a full recompute).
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const GenerateOptions& options);
+  /// An empty cache for B sequences, room for block_size positions, in the weights' dtype.
+  KVCache make_cache(int64_t B) const;
+  /// Logits (B, V) of the last of T new positions idx (B*T ids, row-major) that follow the
+  /// cache.length() positions in `cache`, which grows by T; no gradient, eval mode expected
+  /// (no dropout is applied). Throws if cache.length() + T > block_size.
+  Tensor forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T, KVCache& cache);
 
   const GPTConfig& config() const { return config_; }
   /// Parameters, the tied matrix counted once; non_embedding leaves out wpe, as nanoGPT.

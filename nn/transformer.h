@@ -19,6 +19,7 @@
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/feed_forward.h"
+#include "nn/generation.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -139,6 +140,14 @@ class EncoderDecoder : public Module {
   /// src_key_padding_mask), or undefined.
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding = Tensor(),
                  const Tensor& tgt_padding = Tensor());
+  /// Decodes each of the B sources (B * Ts ids, src_mask marking padding) from `start_token`,
+  /// up to options.max_new_tokens (< max_len) tokens per row, a row ending at a stop token or
+  /// sequence (nn/generation.h). The encoder memory and every cross-attention's keys and values
+  /// are computed once; the decoder's self-attention is KV-cached. Eval mode, no gradients.
+  /// Returns each row's generated tokens (without the start token).
+  std::vector<std::vector<int32_t>> generate(const std::vector<int32_t>& src, int64_t B, int64_t Ts,
+                                             int32_t start_token, const GenerateOptions& options,
+                                             const KeyPaddingMask* src_mask = nullptr);
   const EncoderDecoderOptions& options() const { return options_; }
 
   std::shared_ptr<Embedding> src_embed, tgt_embed;

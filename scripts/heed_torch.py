@@ -190,6 +190,27 @@ class GPT(nn.Module):
         return per_token * c.block_size * batch_size
 
     @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        """nanoGPT's GPT.generate, line for line: every step runs the model over the last
+        block_size tokens (no KV cache) and, as nanoGPT's forward without targets, applies
+        lm_head to the last position only."""
+        for _ in range(max_new_tokens):
+            idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size:]
+            T = idx_cond.size(1)
+            x = self.transformer.drop(self.transformer.wte(idx_cond) + self.transformer.wpe(torch.arange(T)))
+            for block in self.transformer.h:
+                x = block(x)
+            logits = self.lm_head(self.transformer.ln_f(x)[:, [-1], :])
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float("Inf")
+            probs = F.softmax(logits, dim=-1)
+            idx_next = torch.multinomial(probs, num_samples=1)
+            idx = torch.cat((idx, idx_next), dim=1)
+        return idx
+
+    @torch.no_grad()
     def generate_greedy(self, idx, n):
         for _ in range(n):
             logits = self(idx[:, -self.config.block_size:])[:, -1, :]

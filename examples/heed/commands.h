@@ -25,7 +25,10 @@ struct TrainOptions;
 struct SampleOptions {
   std::string checkpoint;
   std::string prompt;  ///< empty: start from a newline, as nanoGPT's sample.py
+  std::string prompt_file;  ///< the prompt's bytes from a file (instead of --prompt)
   int64_t tokens;
+  int64_t num_samples;
+  std::string stop;  ///< end a sample once it has generated this text (empty: never)
   double temperature;
   int64_t top_k;
   int64_t seed;
@@ -47,6 +50,9 @@ int run_sample(const SampleOptions& o);
 int run_eval(const EvalOptions& o);
 int run_attention(const std::string& checkpoint, const std::string& text, const std::string& out);
 int run_plot(const std::vector<std::string>& logs, const std::string& out);
+/// `heed inspect`: a GPT checkpoint's config, vocabulary, parameter count, iteration and the
+/// last evaluation in the log.jsonl beside it; as one JSON object with `json`.
+int run_inspect(const std::string& checkpoint, bool json);
 /// Draws the loss curves of `logs` into the SVG file `out` (also used by train, next to its log).
 void write_loss_plot(const std::vector<std::string>& logs, const std::string& out);
 

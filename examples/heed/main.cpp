@@ -100,9 +100,10 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   install_stop_handlers();
 
-  CLI::App app{"heed: train, sample and evaluate character-level GPTs"};
+  CLI::App app{"heed: train, sample and evaluate character-level GPTs", "heed"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
+  app.set_version_flag("--version", "heed " HEED_VERSION);
   std::string memory_limit;
   app.add_option("--memory-limit", memory_limit,
                  "the memory heed may plan to use, e.g. 4G (default: HEED_MEMORY_LIMIT, else the system's)");
@@ -149,6 +150,19 @@ int main(int argc, char** argv) {
   attn->add_option("--text", attn_text, "input text (GPT: the context; seq2seq: the source)")->required();
   attn->add_option("--out", attn_out, "SVG file to write")->required();
 
+  std::string inspect_ckpt;
+  bool inspect_json = false;
+  auto* inspect = app.add_subcommand("inspect", "print a checkpoint's config, vocabulary, parameter count, "
+                                                "iteration and last losses");
+  inspect->add_option("checkpoint", inspect_ckpt, "model.safetensors (heed train's, or a PyTorch one)")->required();
+  inspect->add_flag("--json", inspect_json, "one JSON object, for scripts");
+
+  if (argc == 1) {  // plain `heed`: what it can do, not a complaint about a missing subcommand
+    std::cout << app.help();
+    std::cout.flush();
+    if (!std::cout) return fail(1, std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+    return 0;
+  }
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;
     bool known = false;
@@ -173,6 +187,8 @@ int main(int argc, char** argv) {
     return print_help(app, e);
   } catch (const CLI::CallForAllHelp& e) {
     return print_help(app, e);
+  } catch (const CLI::CallForVersion& e) {
+    return print_help(app, e);
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (run 'heed --help')");
   }
@@ -186,6 +202,7 @@ int main(int argc, char** argv) {
     else if (plot->parsed()) code = run_plot(plot_logs, plot_out);
     else if (s2s->parsed()) code = run_seq2seq(s2s_opts, s2s_overwrite);
     else if (attn->parsed()) code = run_attention(attn_ckpt, attn_text, attn_out);
+    else if (inspect->parsed()) code = run_inspect(inspect_ckpt, inspect_json);
     finish_stdout();  // output is complete or the command fails
     return code;
   } catch (const Stopped& e) {

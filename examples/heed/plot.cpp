@@ -22,7 +22,8 @@ namespace {
 std::vector<Curve> loss_curves(const std::string& log, const std::string& label) {
   // Each line becomes a few doubles: the text, its parse, and the points fit in 4 bytes per byte.
   const std::string text = read_input_file(log, 4.0);
-  Curve train{label + " train", {}, {}, false}, val{label + " val", {}, {}, true};
+  Curve batch{label + " train (batch)", {}, {}, false, true}, train{label + " train", {}, {}, false},
+      val{label + " val", {}, {}, true};
   size_t start = 0;
   int64_t lineno = 0;
   while (start < text.size()) {
@@ -35,17 +36,23 @@ std::vector<Curve> loss_curves(const std::string& log, const std::string& label)
     const auto j = nlohmann::json::parse(line, nullptr, false);
     HEED_CHECK(!j.is_discarded(), log, ": line ", lineno,
                " is not valid JSON (NaN, Infinity and numbers beyond 1.8e308 are not JSON)");
-    // An evaluation's line holds both losses; a line of a richer log may hold the train loss only.
+    // An evaluation's line holds both losses; a line of a richer log may hold the train loss only;
+    // a training step's line (every --log-interval) holds that batch's "loss".
     auto number = [&](const char* k) { return j.contains(k) && j[k].is_number(); };
-    HEED_CHECK(j.is_object() && number("iter") && (number("train_loss") || number("val_loss")) &&
-                   (number("train_loss") || !j.contains("train_loss")) && (number("val_loss") || !j.contains("val_loss")),
-               log, ": line ", lineno, " is not a log entry with a number iter and train_loss and/or val_loss");
+    auto absent_or_number = [&](const char* k) { return number(k) || !j.contains(k); };
+    HEED_CHECK(j.is_object() && number("iter") && (number("train_loss") || number("val_loss") || number("loss")) &&
+                   absent_or_number("train_loss") && absent_or_number("val_loss") && absent_or_number("loss"),
+               log, ": line ", lineno, " is not a log entry with a number iter and train_loss, val_loss and/or loss");
     const double it = j["iter"].get<double>();
+    if (number("loss")) batch.x.push_back(it), batch.y.push_back(j["loss"].get<double>());
     if (number("train_loss")) train.x.push_back(it), train.y.push_back(j["train_loss"].get<double>());
     if (number("val_loss")) val.x.push_back(it), val.y.push_back(j["val_loss"].get<double>());
   }
-  HEED_CHECK(!train.x.empty() || !val.x.empty(), log, ": no log entries");
-  return {train, val};
+  HEED_CHECK(!batch.x.empty() || !train.x.empty() || !val.x.empty(), log, ": no log entries");
+  std::vector<Curve> curves;  // the noisy batch losses first, under the evaluations
+  for (Curve* c : {&batch, &train, &val})
+    if (!c->x.empty() || c != &batch) curves.push_back(std::move(*c));
+  return curves;
 }
 
 }  // namespace

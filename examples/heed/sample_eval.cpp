@@ -8,7 +8,6 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "corpus.h"
-#include "generate.h"
 #include "io.h"
 #include "nn/gpt_checkpoint.h"
 #include "resources.h"
@@ -34,8 +33,14 @@ OptionTable<SampleOptions> make_sample_table() {
       {"checkpoint", "checkpoint", {}, &S::checkpoint, std::string(), {},
        "model.safetensors written by heed train (or PyTorch)", Role::local, true, true},
       {"prompt", "prompt", {}, &S::prompt, std::string(), {}, "text to continue (default: a newline)", Role::local},
+      {"prompt-file", "prompt_file", {}, &S::prompt_file, std::string(), {},
+       "read the prompt from this file, byte for byte (instead of --prompt)", Role::local, true},
       {"tokens", "tokens", {"max_new_tokens"}, &S::tokens, int64_t(500), {0, double(kMaxSampleTokens)},
-       "characters to generate", Role::local},
+       "characters to generate per sample", Role::local},
+      {"num-samples", "num_samples", {}, &S::num_samples, int64_t(1), {1, double(kMaxSamples)},
+       "samples to draw, one after another from one random stream (as nanoGPT's sample.py)", Role::local},
+      {"stop", "stop", {}, &S::stop, std::string(), {},
+       "end a sample as soon as it has generated this text (which is printed)", Role::local},
       {"temperature", "temperature", {}, &S::temperature, 0.8, {0, kInf}, "softmax temperature (0: greedy argmax)",
        Role::local},
       {"top-k", "top_k", {}, &S::top_k, int64_t(200), {0, kInf}, "sample among the k most likely characters (0: all)",
@@ -95,21 +100,31 @@ int run_sample(const SampleOptions& o) {
   apply_threads(o.threads);
   LoadedModel m = load_model(o.checkpoint);
   const nn::GPTConfig& c = m.model->config();
-  require_memory(gpt_loading_bytes(c) + gpt_forward_bytes_per_row(c, c.block_size) + 4.0 * double(o.tokens),
+  require_memory(gpt_loading_bytes(c) + gpt_forward_bytes_per_row(c, c.block_size) + 8.0 * double(o.tokens),
                  o.checkpoint + " sampling " + std::to_string(o.tokens) + " characters", false);
-  std::vector<int32_t> ids;
-  if (o.prompt.empty()) {
-    ids.push_back(m.vocab.start_id());
-  } else {
-    ids = m.vocab.encode(decode_utf8(o.prompt, "--prompt"), "--prompt");
-    write_stdout(o.prompt);
-  }
-  Generator gen(static_cast<uint64_t>(o.seed));
-  generate(*m.model, ids, o.tokens, o.temperature, o.top_k, gen, [&](int32_t id) {
+  if (!o.prompt.empty() && !o.prompt_file.empty()) throw UsageError("--prompt and --prompt-file exclude each other");
+  const std::string prompt = o.prompt_file.empty() ? o.prompt : read_input_file(o.prompt_file, 9.0);
+  const std::string prompt_name = o.prompt_file.empty() ? std::string("--prompt") : o.prompt_file;
+  const std::vector<int32_t> ids = prompt.empty() ? std::vector<int32_t>{m.vocab.start_id()}
+                                                  : m.vocab.encode(decode_utf8(prompt, prompt_name), prompt_name);
+  nn::GenerateOptions g;
+  g.max_new_tokens = o.tokens;
+  g.temperature = o.temperature;
+  g.top_k = o.top_k;
+  if (!o.stop.empty()) g.stop_sequences.push_back(m.vocab.encode(decode_utf8(o.stop, "--stop"), "--stop"));
+  g.on_token = [&](int64_t, int32_t id) {
     write_stdout(m.vocab.decode(id));  // byte for byte: a NUL in the vocabulary is written too
     check_stop();
-  });
-  write_stdout("\n");
+    return true;
+  };
+  Generator gen(static_cast<uint64_t>(o.seed));
+  g.generator = &gen;
+  for (int64_t s = 0; s < o.num_samples; ++s) {
+    write_stdout(prompt);
+    m.model->generate(ids, g);
+    write_stdout("\n");
+    if (o.num_samples > 1) write_stdout(std::string(kSampleSeparator) + "\n");
+  }
   return 0;
 }
 

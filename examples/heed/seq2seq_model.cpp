@@ -102,32 +102,19 @@ Seq2SeqBatch make_batch(const std::vector<Example>& examples) {
 
 std::vector<std::string> greedy_decode(nn::EncoderDecoder& model, const std::vector<std::string>& sources,
                                        int64_t max_out) {
-  NoGradGuard no_grad;
   std::vector<Example> ex;
   for (const auto& s : sources) ex.push_back({s, ""});
   Seq2SeqBatch b = make_batch(ex);
-  Tensor memory = model.encode(b.src, b.B, b.Ts, &b.src_mask);
-  std::vector<std::vector<int32_t>> out(b.B, std::vector<int32_t>{Seq2SeqVocab::bos});
-  std::vector<bool> done(b.B, false);
-  for (int64_t step = 0; step < max_out; ++step) {
+  // The library's cached decoder: the encoder memory and cross-attention keys and values once,
+  // one position per step. A row ends at its end token.
+  nn::GenerateOptions g{.max_new_tokens = max_out, .temperature = 0.0};
+  g.stop_tokens = {Seq2SeqVocab::eos};
+  g.on_token = [](int64_t, int32_t) {
     check_stop();
-    const int64_t Tt = step + 1;
-    std::vector<int32_t> tgt(b.B * Tt);
-    for (int64_t i = 0; i < b.B; ++i) std::copy(out[i].begin(), out[i].end(), tgt.begin() + i * Tt);
-    Tensor logits = model.decode(tgt, b.B, Tt, memory, nullptr, &b.src_mask);  // (B, Tt, V)
-    Tensor last = slice(logits, 1, Tt - 1, Tt).contiguous();
-    const std::vector<float> v = last.to_vector<float>();
-    const int64_t V = logits.size(-1);
-    bool all = true;
-    for (int64_t i = 0; i < b.B; ++i) {
-      const float* row = v.data() + i * V;
-      const int32_t next = done[i] ? Seq2SeqVocab::pad : static_cast<int32_t>(std::max_element(row, row + V) - row);
-      if (next == Seq2SeqVocab::eos) done[i] = true;
-      out[i].push_back(next);
-      all = all && done[i];
-    }
-    if (all) break;
-  }
+    return true;
+  };
+  std::vector<std::vector<int32_t>> out = model.generate(b.src, b.B, b.Ts, Seq2SeqVocab::bos, g, &b.src_mask);
+  for (auto& ids : out) ids.insert(ids.begin(), Seq2SeqVocab::bos);
   std::vector<std::string> result;
   for (auto& ids : out) {
     std::string s;

@@ -135,14 +135,15 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
   for (size_t k = 0; k < curves.size(); ++k) {
     const auto& c = curves[k];
     const char* color = colors[(c.color >= 0 ? size_t(c.color) : k) % 8];
-    s << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
+    const char* width = c.faint ? "1\" stroke-opacity=\"0.45" : "2";
+    s << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"" << width << "\""
       << (c.dashed ? " stroke-dasharray=\"6 4\"" : "") << " points=\"";
     for (size_t i = 0; i < c.x.size(); ++i)
       if (drawn(c.x[i], c.y[i])) s << fmt(px(c.x[i])) << ',' << fmt(py(c.y[i])) << ' ';
     s << "\"/>\n";
     const double ly = T + 10 + 20 * double(k);
     s << "<line x1=\"" << W - R + 12 << "\" y1=\"" << ly << "\" x2=\"" << W - R + 40 << "\" y2=\"" << ly
-      << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << (c.dashed ? " stroke-dasharray=\"6 4\"" : "")
+      << "\" stroke=\"" << color << "\" stroke-width=\"" << width << "\"" << (c.dashed ? " stroke-dasharray=\"6 4\"" : "")
       << "/>\n<text x=\"" << W - R + 46 << "\" y=\"" << ly + 4 << "\">" << xml_escape(c.label) << "</text>\n";
   }
   s << "</svg>\n";

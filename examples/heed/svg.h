@@ -15,6 +15,7 @@ struct Curve {
   std::string label;
   std::vector<double> x, y;
   bool dashed = false;
+  bool faint = false;  ///< thin and translucent: a noisy series drawn under the others
   int color = -1;  ///< index into the palette; -1: the curve's own index
 };
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -20,13 +21,13 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "corpus.h"
-#include "generate.h"
 #include "io.h"
 #include "nn/gpt.h"
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
 #include "optim/adam.h"
 #include "profile.h"
+#include "progress_line.h"
 #include "resources.h"
 #include "run_dir.h"
 #include "stop.h"
@@ -138,8 +139,10 @@ class Trainer {
 
   /// Mean loss over eval_iters random batches of each split (nanoGPT's estimate_loss), or
   /// nothing if a stop signal arrives in the middle. With keep_sampler, the batch sampler is left
-  /// as it was (the evaluation draws no batch that training will miss).
-  bool estimate_loss(double& train_loss, double& val_loss, bool keep_sampler = false) {
+  /// as it was (the evaluation draws no batch that training will miss). on_batch(done, total)
+  /// is called before each batch (progress on a terminal).
+  bool estimate_loss(double& train_loss, double& val_loss, bool keep_sampler = false,
+                     const std::function<void(int64_t, int64_t)>& on_batch = {}) {
     NoGradGuard no_grad;
     model_->eval();
     // An interrupted evaluation must leave the sampler as it was, so that --resume redoes it
@@ -155,6 +158,7 @@ class Trainer {
           done = false;
           break;
         }
+        if (on_batch) on_batch(s * o_.eval_iters + k, 2 * o_.eval_iters);
         sample_batch(*splits[s], o_.batch_size, o_.block_size, data_gen_, x_, y_);
         total += model_->loss(x_, y_, o_.batch_size, o_.block_size).item();
       }
@@ -197,15 +201,6 @@ class Trainer {
   std::vector<int32_t> x_, y_;
   int64_t iter_ = 0;
 };
-
-std::string format_duration(double s) {
-  char buf[32];
-  const long t = static_cast<long>(s + 0.5);
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%.1fs", s);
-  return buf;
-}
 
 // Progress on standard output. A failed write does not stop training at once: it is remembered,
 // and the loop saves a checkpoint and ends the run with the error.
@@ -340,7 +335,13 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
       double tl, vl;
       // The extra evaluation at a --max-iters off the eval interval must not move the sampler: a
       // run extended from there with --resume then draws the batches an uninterrupted run draws.
-      if (!trainer.estimate_loss(tl, vl, /*keep_sampler=*/it % o.eval_interval != 0))
+      auto show = [&](int64_t done, int64_t total) {  // on a terminal, redrawn in place
+        if (tty) progress.print("\r\033[K" + fit_progress_line({{"evaluating at iter " + std::to_string(it), 0},
+                                                                 {std::to_string(done) + "/" + std::to_string(total) +
+                                                                      " batches", 1}},
+                                                                terminal_columns()));
+      };
+      if (!trainer.estimate_loss(tl, vl, /*keep_sampler=*/it % o.eval_interval != 0, show))
         continue;  // interrupted: the loop saves and stops
       if (!std::isfinite(tl) || !std::isfinite(vl))
         stop_with("training diverged: the evaluation loss is " + std::to_string(std::isfinite(tl) ? vl : tl) +
@@ -372,12 +373,22 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
     const int64_t done = trainer.iter() - first_iter;
     const double tok_s = done * tokens_per_iter / std::max(train_time, 1e-9);
     const double remaining = (o.max_iters - trainer.iter()) * (train_time / done);
+    if (it % o.log_interval == 0) {  // the batch's loss in log.jsonl (heed plot draws it under the evaluations)
+      const nlohmann::json entry = {{"iter", it},
+                                    {"loss", std::round(loss * 1e4) / 1e4},
+                                    {"lr", trainer.lr_at(it)},
+                                    {"tok_s", std::round(tok_s)},
+                                    {"elapsed_s", std::round((now_s() - s.start) * 100) / 100}};
+      try {
+        append_line(log_path(o.out), entry.dump());
+      } catch (const Error& e) {  // a full disk: the checkpoint of the last evaluation is kept
+        stop_with(e.what());
+      }
+    }
     char line[256];
     if (tty) {
-      std::snprintf(line, sizeof line, "\r\033[Kiter %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  elapsed %s  remaining %s",
-                    (long long)trainer.iter(), (long long)o.max_iters, loss, trainer.lr_at(it), tok_s,
-                    format_duration(now_s() - s.start).c_str(), format_duration(remaining).c_str());
-      progress.print(line);
+      progress.print("\r\033[K" + train_progress_line(trainer.iter(), o.max_iters, loss, trainer.lr_at(it), tok_s,
+                                                      now_s() - s.start, remaining, terminal_columns()));
     } else if (it % o.log_interval == 0) {
       std::snprintf(line, sizeof line, "iter %lld: loss %.4f, lr %.2e, %.0f tok/s, elapsed %s, remaining %s\n",
                     (long long)it, loss, trainer.lr_at(it), tok_s, format_duration(now_s() - s.start).c_str(),
@@ -396,12 +407,14 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
 void closing_sample(const TrainOptions& o, Trainer& trainer) {
   write_stdout("sample:\n");
   const Vocab& vocab = trainer.corpus().vocab;
-  std::vector<int32_t> ids{vocab.start_id()};
   Generator gen(static_cast<uint64_t>(o.seed));
-  generate(trainer.model(), ids, o.sample_tokens, 0.8, 200, gen, [&](int32_t id) {
+  nn::GenerateOptions g{.max_new_tokens = o.sample_tokens, .temperature = 0.8, .top_k = 200, .generator = &gen};
+  g.on_token = [&](int64_t, int32_t id) {
     write_stdout(vocab.decode(id));
     check_stop();
-  });
+    return true;
+  };
+  trainer.model().generate({vocab.start_id()}, g);
   write_stdout("\n");
 }
 

@@ -53,9 +53,10 @@ OptionTable<O> make_train_table() {
       {"max-iters", "max_iters", {}, &O::max_iters, int64_t(2000), kIters, "training iterations", Role::length},
       {"eval-interval", "eval_interval", {}, &O::eval_interval, int64_t(250), kCount,
        "evaluate and checkpoint every N iterations"},
-      {"eval-iters", "eval_iters", {}, &O::eval_iters, int64_t(200), kCount, "batches per split in each evaluation"},
+      {"eval-iters", "eval_iters", {}, &O::eval_iters, int64_t(20), kCount,
+       "batches per split in each evaluation (20: nanoGPT's CPU command)"},
       {"log-interval", "log_interval", {}, &O::log_interval, int64_t(10), kCount,
-       "print a progress line every N iterations (when not a terminal)", Role::local},
+       "log the batch loss, lr and tok/s to log.jsonl every N iterations (and print them when not a terminal)", Role::local},
       {"sample-tokens", "sample_tokens", {}, &O::sample_tokens, int64_t(300), {0, double(kMaxSampleTokens)},
        "characters to sample at the end", Role::local},
   };

@@ -35,6 +35,9 @@ inline constexpr int64_t kMaxIters = int64_t(1) << 50;
 /// The most characters one sample may generate: 10 million characters are hours of CPU time for
 /// the default model; a larger request is surely a typo.
 inline constexpr int64_t kMaxSampleTokens = 10'000'000;
+inline constexpr int64_t kMaxSamples = 1'000'000;
+/// What `heed sample --num-samples N` (N > 1) prints after each sample, as nanoGPT's sample.py.
+inline constexpr const char* kSampleSeparator = "---------------";
 /// The most threads --threads accepts.
 inline constexpr int64_t kMaxThreads = 1024;
 

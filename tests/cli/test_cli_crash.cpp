@@ -52,14 +52,26 @@ std::vector<std::string> temp_files(const std::string& dir) {
 
 int64_t meta_iter(const std::map<std::string, std::string>& meta) { return std::stoll(meta.at("iter")); }
 
-// The "iter", "train_loss", "val_loss" of each log.jsonl line (elapsed_s differs between runs).
+// The "iter", "train_loss", "val_loss" of each evaluation's log.jsonl line (elapsed_s differs
+// between runs); and the "iter" and "loss" of each batch's line.
 std::vector<std::string> log_losses(const std::string& path) {
   std::vector<std::string> out;
   std::istringstream in(read_file(path));
   std::string line;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
-    out.push_back(j["iter"].dump() + " " + j["train_loss"].dump() + " " + j["val_loss"].dump());
+    if (j.contains("val_loss")) out.push_back(j["iter"].dump() + " " + j["train_loss"].dump() + " " + j["val_loss"].dump());
+  }
+  return out;
+}
+
+std::vector<std::string> batch_losses(const std::string& path) {
+  std::vector<std::string> out;
+  std::istringstream in(read_file(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out.push_back(j["iter"].dump() + " " + j["loss"].dump());
   }
   return out;
 }
@@ -167,6 +179,7 @@ TEST_CASE("crash: SIGKILL at varied instants, many while saving, never tears a c
   CHECK(check_loadable(run) == std::pair<int64_t, int64_t>{max_iters, max_iters});
   // Twenty kills later, the same losses at every evaluation and the same final weights, bit for bit.
   CHECK(log_losses(run + "/log.jsonl") == log_losses(ref + "/log.jsonl"));
+  CHECK(batch_losses(run + "/log.jsonl") == batch_losses(ref + "/log.jsonl"));  // each once, the same
   CHECK(log_losses(run + "/log.jsonl").size() == size_t(max_iters + 1));
   CHECK(weights(run + "/model.safetensors") == weights(ref + "/model.safetensors"));
   CHECK(weights(run + "/train_state.safetensors") == weights(ref + "/train_state.safetensors"));

@@ -147,7 +147,9 @@ TEST_CASE("files: --resume refuses a log.jsonl with a line that is not a log ent
   const std::string kept = read_file(log);
   CHECK(kept.find("train_lo\"") == std::string::npos);
   CHECK(kept.find(richer) != std::string::npos);
-  CHECK(std::count(kept.begin(), kept.end(), '\n') == 5);  // iterations 0, 2, 4, the richer 3, then 6
+  // evaluations 0, 2, 4, the batch line of iteration 0 (--log-interval 10), the richer 3, then 6
+  CHECK(std::count(kept.begin(), kept.end(), '\n') == 6);
+  CHECK(kept.find("\"loss\":") != std::string::npos);  // the batch line
   // and plot draws it: the train curve has the extra point
   require_ok(run_heed({"plot", "--log", log, "--out", dir / "p.svg"}));
 }

@@ -114,10 +114,18 @@ std::vector<json> read_log(const std::string& path) {
   return out;
 }
 
-// The log's numbers without elapsed_s (a wall-clock time).
+// The evaluations' lines of a log (the others are batch losses, every --log-interval).
+std::vector<json> read_evals(const std::string& path) {
+  std::vector<json> out;
+  for (json& j : read_log(path))
+    if (j.contains("val_loss")) out.push_back(std::move(j));
+  return out;
+}
+
+// The evaluations' numbers without elapsed_s (a wall-clock time).
 std::vector<std::vector<double>> log_losses(const std::string& path) {
   std::vector<std::vector<double>> out;
-  for (const json& j : read_log(path))
+  for (const json& j : read_evals(path))
     out.push_back({j.at("iter").get<double>(), j.at("train_loss").get<double>(), j.at("val_loss").get<double>(),
                    j.at("lr").get<double>()});
   return out;
@@ -161,10 +169,13 @@ std::string greedy_decode(const std::string& checkpoint, const std::string& prom
   return utf8(out);
 }
 
-// Runs args on a pseudo-terminal (stdout and stderr) and returns everything it printed.
-std::string run_on_pty(const std::vector<std::string>& args) {
+// Runs args on a pseudo-terminal `columns` wide (stdout and stderr) and returns everything it printed.
+std::string run_on_pty(const std::vector<std::string>& args, unsigned short columns = 200) {
   int master = -1;
-  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  winsize size{};
+  size.ws_row = 24;
+  size.ws_col = columns;
+  const pid_t pid = forkpty(&master, nullptr, nullptr, &size);
   REQUIRE(pid >= 0);
   if (pid == 0) {
     std::vector<char*> argv;
@@ -263,8 +274,20 @@ TEST_CASE("heed train writes model.safetensors, train_state.safetensors, log.jso
     for (auto& [name, v] : model) CHECK(state.at("model." + name) == v);
   }
 
-  {  // log.jsonl: one line per eval interval with exactly iter, train_loss, val_loss, lr, elapsed_s
-    std::vector<json> log = read_log(out + "/log.jsonl");
+  {  // log.jsonl: a batch's line every --log-interval (10) iterations with exactly iter, loss, lr,
+     // tok_s, elapsed_s; and one line per eval interval with exactly iter, train_loss, val_loss, lr, elapsed_s
+    std::vector<json> batches;
+    for (const json& j : read_log(out + "/log.jsonl"))
+      if (j.contains("loss")) batches.push_back(j);
+    REQUIRE(batches.size() == 1);
+    std::set<std::string> batch_keys;
+    for (auto& [k, v] : batches[0].items()) batch_keys.insert(k);
+    CHECK(batch_keys == std::set<std::string>{"iter", "loss", "lr", "tok_s", "elapsed_s"});
+    CHECK(batches[0]["iter"] == 0);
+    CHECK(batches[0]["loss"].get<double>() == Approx(std::log(double(vocab.size()))).epsilon(0.05));
+    CHECK(batches[0]["lr"].get<double>() == Approx(optim::cosine_lr(0, 1e-2, 1e-3, 2, 40)).epsilon(1e-12));
+    CHECK(batches[0]["tok_s"].get<double>() > 0.0);
+    std::vector<json> log = read_evals(out + "/log.jsonl");
     REQUIRE(log.size() == 3);
     for (size_t i = 0; i < log.size(); ++i) {
       const json& j = log[i];
@@ -318,7 +341,7 @@ TEST_CASE("the validation split is the last 10% of the corpus", "[cli]") {
                            // not (1 with the sequential init, 1337 with the init by name)
                            "--seed", "2"});
   CHECK(r.out.find("900 train / 100 val characters") != std::string::npos);
-  std::vector<json> log = read_log(dir / "run/log.jsonl");
+  std::vector<json> log = read_evals(dir / "run/log.jsonl");
   REQUIRE(log.size() == 2);
   CHECK(log[1]["train_loss"].get<double>() < 0.1);
   CHECK(log[1]["val_loss"].get<double>() > 2.0);
@@ -614,7 +637,7 @@ TEST_CASE("heed train's flags are the issue's, with nanoGPT's CPU-run defaults",
            help.out.find(std::string(" ") + flag + ",") != std::string::npos));
   // each flag answers to nanoGPT's name too
   CHECK(help.out.find("--max-iters,--max_iters INT=2000\n") != std::string::npos);
-  CHECK(help.out.find("--eval-iters,--eval_iters INT=200\n") != std::string::npos);
+  CHECK(help.out.find("--eval-iters,--eval_iters INT=20\n") != std::string::npos);
 
   // the effective defaults, as the run records them (only the run length is shortened here)
   ScratchDir dir("defaults");
@@ -638,6 +661,108 @@ TEST_CASE("heed train's flags are the issue's, with nanoGPT's CPU-run defaults",
   CHECK(cfg["bias"].value<bool>() == false);
 }
 
+TEST_CASE("heed sample: --num-samples, --stop and --prompt-file (bytes exact, NUL included)", "[cli]") {
+  ScratchDir dir("sample-more");
+  std::string corpus = utf8(make_text(600));
+  for (size_t i = 7; i < corpus.size(); i += 13)
+    if (static_cast<unsigned char>(corpus[i]) < 0x80) corpus[i] = '\0';  // NUL is a character like any other
+  write_file(dir / "corpus.txt", corpus);
+  train(cat(tiny_flags(), {"--data", dir / "corpus.txt", "--out", dir / "run", "--max-iters", "30"}));
+  const std::string ckpt = dir / "run/model.safetensors";
+  auto sample = [&](std::vector<std::string> extra) {
+    ProcessResult r = run_heed(cat({"sample", "--checkpoint", ckpt, "--threads", "1", "--seed", "4"}, extra));
+    require_ok(r);
+    return r.out;
+  };
+  const std::string sep = "---------------\n";
+
+  {  // N samples one after another from one random stream, each followed by nanoGPT's separator
+    const std::string one = sample({"--tokens", "50"});
+    const std::string three = sample({"--tokens", "50", "--num-samples", "3"});
+    REQUIRE(from_utf8(one).size() == 51);  // 50 characters and the newline
+    CHECK(three.rfind(one + sep, 0) == 0);  // the first sample is the single one
+    std::vector<std::string> parts;
+    for (size_t at = 0, next; (next = three.find(sep, at)) != std::string::npos; at = next + sep.size())
+      parts.push_back(three.substr(at, next - at));
+    REQUIRE(parts.size() == 3);
+    for (const auto& p : parts) CHECK(from_utf8(p).size() == 51);
+    CHECK(parts[1] != parts[0]);
+    CHECK(three == parts[0] + sep + parts[1] + sep + parts[2] + sep);
+  }
+
+  // A prompt with NUL bytes, from a file: printed byte for byte, and continued as --prompt would.
+  const std::string prompt = corpus.substr(0, 30);
+  REQUIRE(prompt.find('\0') != std::string::npos);
+  write_file(dir / "prompt.bin", prompt);
+  const std::string greedy = sample({"--prompt-file", dir / "prompt.bin", "--temperature", "0", "--tokens", "40"});
+  CHECK(greedy.rfind(prompt, 0) == 0);
+  CHECK(greedy == greedy_decode(ckpt, prompt, 40) + "\n");
+  require_clean_error(run_heed({"sample", "--checkpoint", ckpt, "--prompt", "ab", "--prompt-file", dir / "prompt.bin"}),
+                      2, {"--prompt-file"});
+
+  {  // --stop ends a sample right after the stop text (printed); a stop never generated changes nothing
+    const std::string full = sample({"--prompt-file", dir / "prompt.bin", "--tokens", "200"});
+    const std::string generated = full.substr(prompt.size(), full.size() - prompt.size() - 1);
+    const std::u32string chars = from_utf8(generated);
+    REQUIRE(chars.size() == 200);
+    const std::string stop = utf8(chars.substr(10, 2));
+    const size_t first = generated.find(stop);
+    const std::string stopped = sample({"--prompt-file", dir / "prompt.bin", "--tokens", "200", "--stop", stop});
+    CHECK(stopped == prompt + generated.substr(0, first + stop.size()) + "\n");
+    const std::string never = std::string(1, corpus[0]) + std::string(1, corpus[0]) + std::string(1, corpus[0]) +
+                              std::string(1, corpus[0]) + std::string(1, corpus[0]) + std::string(1, corpus[0]);
+    if (generated.find(never) == std::string::npos)
+      CHECK(sample({"--prompt-file", dir / "prompt.bin", "--tokens", "200", "--stop", never}) == full);
+    // a stop text outside the vocabulary is an error naming it
+    require_clean_error(run_heed({"sample", "--checkpoint", ckpt, "--stop", "\x01"}), 1, {"--stop"});
+  }
+}
+
+TEST_CASE("heed inspect: config, vocabulary, parameters, iteration and last losses, and --json", "[cli]") {
+  ScratchDir dir("inspect");
+  write_file(dir / "corpus.txt", utf8(make_text(300)));
+  train(cat(tiny_flags(), {"--data", dir / "corpus.txt", "--out", dir / "run", "--max-iters", "12"}));
+  const std::string ckpt = dir / "run/model.safetensors";
+  nn::LoadedGPT m = nn::load_gpt_checkpoint(ckpt);
+  const std::vector<json> evals = read_evals(dir / "run/log.jsonl");
+  REQUIRE(!evals.empty());
+
+  ProcessResult r = run_heed({"inspect", ckpt, "--json"});
+  require_ok(r);
+  const json j = json::parse(r.out);
+  CHECK(j["config"]["n_layer"] == m.model->config().n_layer);
+  CHECK(j["config"]["n_embd"] == m.model->config().n_embd);
+  CHECK(j["config"]["block_size"] == m.model->config().block_size);
+  CHECK(j["vocab"].get<std::string>() == m.vocab_utf8);
+  CHECK(j["vocab_size"] == m.model->config().vocab_size);
+  CHECK(j["parameters"] == m.model->num_params(false));
+  CHECK(j["non_embedding_parameters"] == m.model->num_params(true));
+  CHECK(j["iter"] == 12);
+  CHECK(j["last_eval"] == evals.back());
+
+  ProcessResult human = run_heed({"inspect", ckpt});
+  require_ok(human);
+  INFO(human.out);
+  CHECK(human.out.find(std::to_string(m.model->config().n_layer) + " layers") != std::string::npos);
+  CHECK(human.out.find("parameters: " + std::to_string(m.model->num_params(false))) != std::string::npos);
+  CHECK(human.out.find("iteration:  12\n") != std::string::npos);
+  CHECK(human.out.find(json(m.vocab_utf8).dump()) != std::string::npos);
+  CHECK(human.out.find("last eval:  iter 12: train loss") != std::string::npos);
+
+  require_clean_error(run_heed({"inspect", dir / "corpus.txt"}), 1, {"corpus.txt"});
+}
+
+TEST_CASE("heed --version, and plain heed prints the help", "[cli]") {
+  ProcessResult v = run_heed({"--version"});
+  require_ok(v);
+  CHECK(std::regex_match(v.out, std::regex("heed [0-9]+\\.[0-9]+\\.[0-9]+\n")));
+  ProcessResult plain = run_heed({});
+  require_ok(plain);
+  for (const char* sub : {"train", "sample", "eval", "plot", "seq2seq", "attention", "--version"})
+    CHECK(plain.out.find(sub) != std::string::npos);
+  CHECK(plain.err.empty());
+}
+
 TEST_CASE("every subcommand has --help", "[cli]") {
   for (const char* cmd : {"train", "bench", "sample", "eval", "plot", "seq2seq", "attention"}) {
     INFO(cmd);
@@ -659,6 +784,31 @@ TEST_CASE("heed train's progress: a live line on a terminal, plain lines on a pi
   const std::regex live("\r\033\\[Kiter ([0-9]+)/12  loss [0-9.]+  lr [0-9.e+-]+  [0-9]+ tok/s  elapsed [0-9.hms]+  remaining [0-9.hms]+");
   const auto n_live = std::distance(std::sregex_iterator(tty.begin(), tty.end(), live), std::sregex_iterator());
   CHECK(n_live == 12);
+
+  // On an 80-column terminal (and a narrower one) no redraw reaches the last column, so none
+  // wraps; iteration and loss always stay.
+  for (unsigned short columns : {80, 40}) {
+    const std::string narrow = run_on_pty(cat({heed_exe(), "train", "--out", dir / ("tty" + std::to_string(columns))},
+                                              flags), columns);
+    INFO(columns << " columns: " << narrow);
+    size_t redraws = 0, evals = 0;
+    for (size_t at = narrow.find("\r\033[K"); at != std::string::npos; at = narrow.find("\r\033[K", at + 1)) {
+      const size_t begin = at + 4;
+      const size_t end = std::min(narrow.find_first_of("\r\n", begin), narrow.size());
+      const std::string shown = narrow.substr(begin, end - begin);
+      if (shown.rfind("iter ", 0) == 0) {
+        ++redraws;
+        CHECK(shown.size() < columns);
+        CHECK(shown.find("loss ") != std::string::npos);
+      }
+      if (shown.rfind("evaluating at iter ", 0) == 0 || shown.rfind("evaluating", 0) == 0) {
+        ++evals;  // evaluation shows its progress, on one line too
+        CHECK(shown.size() < columns);
+      }
+    }
+    CHECK(redraws == 12);
+    CHECK(evals >= 2);
+  }
 
   ProcessResult piped = train(cat({"--out", dir / "pipe"}, flags));
   INFO(piped.out);

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Sampling speed, heed vs PyTorch side by side: `heed sample` (KV-cached generation) against
+nanoGPT's GPT.generate (scripts/heed_torch.py, no cache) on the same checkpoint, alternating
+(heed, PyTorch, heed, PyTorch, ...), and prints characters per second of each and their ratio
+(median over the pairs).
+
+heed's time is the whole `heed sample` process (start, checkpoint load, generation, output);
+PyTorch's is its generate call only (model built and loaded, `import torch` done before the clock
+starts), so the ratio, if anything, favours PyTorch.
+
+Usage: /usr/bin/python3 bench/sample_compare.py [--configs small default] [--pairs 3]
+           [--heed build/heed] [--threads 2] [--checkpoint-dir DIR]
+Configs: small = 6 layers, 6 heads, 384 wide, block 256, 256 characters; default = heed train's
+default model (4 layers, 4 heads, 128 wide, block 64), 2000 characters. Both start from a
+one-character prompt (a newline) and sample at temperature 0.8 with top-k 200, as `heed sample`
+by default. The checkpoints hold nanoGPT-initialised weights over tinyshakespeare's 65
+characters (speed does not depend on what the weights learned).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import torch  # noqa: E402
+
+from heed_torch import GPT, Config, load_heed, save_heed  # noqa: E402
+
+CONFIGS = {  # n_layer, n_head, n_embd, block_size, characters to generate
+    "small": (6, 6, 384, 256, 256),
+    "default": (4, 4, 128, 64, 2000),
+}
+VOCAB = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # tinyshakespeare's 65
+
+
+def make_checkpoint(name, directory):
+    n_layer, n_head, n_embd, block, _ = CONFIGS[name]
+    path = os.path.join(directory, f"sample_{name}.safetensors")
+    if not os.path.exists(path):
+        torch.manual_seed(1337)
+        model = GPT(Config(len(VOCAB), block, n_layer, n_head, n_embd, False)).init_nanogpt()
+        save_heed(model, VOCAB, path)
+    return path
+
+
+def time_heed(heed, checkpoint, n, threads, seed):
+    cmd = [heed, "sample", "--checkpoint", checkpoint, "--tokens", str(n), "--threads", str(threads),
+           "--seed", str(seed)]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode()}")
+    return n / dt
+
+
+def time_torch(model, chars, n, seed):
+    torch.manual_seed(seed)
+    idx = torch.tensor([[chars.index("\n")]], dtype=torch.long)
+    t0 = time.perf_counter()
+    out = model.generate(idx, n, temperature=0.8, top_k=200)
+    dt = time.perf_counter() - t0
+    assert out.size(1) == n + 1
+    return n / dt
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--heed", default=os.path.join(ROOT, "build", "heed"))
+    ap.add_argument("--threads", type=int, default=2, help="threads of each program")
+    ap.add_argument("--checkpoint-dir", default=None, help="where the checkpoints go (default: a temporary directory)")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    directory = a.checkpoint_dir or tempfile.mkdtemp(prefix="heed_sample_bench_")
+    print(f"torch {torch.__version__}, {a.threads} thread(s) each; checkpoints in {directory}")
+    for name in a.configs:
+        checkpoint = make_checkpoint(name, directory)
+        model, chars = load_heed(checkpoint)
+        n = CONFIGS[name][4]
+        ratios, heed_cps, torch_cps = [], [], []
+        for pair in range(a.pairs):
+            h = time_heed(a.heed, checkpoint, n, a.threads, 1337 + pair)
+            t = time_torch(model, chars, n, 1337 + pair)
+            heed_cps.append(h)
+            torch_cps.append(t)
+            ratios.append(h / t)
+            print(f"  {name} pair {pair + 1}: heed {h:,.0f} chars/s, PyTorch {t:,.1f} chars/s, ratio {h / t:.1f}x",
+                  flush=True)
+        print(f"{name}: {n} characters; heed {statistics.median(heed_cps):,.0f} chars/s, PyTorch "
+              f"{statistics.median(torch_cps):,.1f} chars/s; heed/PyTorch median {statistics.median(ratios):.1f}x "
+              f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x over {a.pairs} pairs)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
