@@ -68,9 +68,13 @@ int on_processes(const std::function<int(dist::Communicator&)>& command) {
   }
   if (code != 0) {
     // Stopped: rank 0 has saved. No MPI_Finalize: mpirun is already ending the job, and
-    // finalizing then takes seconds its SIGKILL may not leave (docs/scaling.md).
+    // finalizing then takes seconds its SIGKILL may not leave (docs/scaling.md). The other ranks
+    // do not leave first: a transfer rank 0 still drives could read from a process that is gone
+    // (Open MPI's shared-memory transport then ends rank 0 before it saves). They wait for
+    // mpirun's SIGKILL (two seconds after Ctrl-C by default), or half a minute.
     std::fflush(stdout);
     std::fflush(stderr);
+    if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(30));
     std::_Exit(code);
   }
   return 0;  // every rank leaves the job (MPI_Finalize) as `runtime` goes

@@ -510,11 +510,12 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
                    std::to_string(o.max_iters) + "\n");
   char head[256];
   std::snprintf(head, sizeof head,
-                "heed train: %lld parameters, vocab %lld, %zu train / %zu val characters, %lld tokens per iteration\n",
+                "heed train: %lld parameters, vocab %lld, %zu train / %zu val characters, %lld tokens per iteration",
                 (long long)trainer.model().num_params(false), (long long)trainer.corpus().vocab.size(),
                 trainer.corpus().train.size(), trainer.corpus().val.size(),
                 (long long)(o.grad_accum * o.batch_size * o.block_size));
-  progress.print(head);
+  progress.print(std::string(head) + (world.size() > 1 ? " on " + std::to_string(world.size()) + " processes" : "") +
+                 "\n");
 
   Profiler profiler;
   if (o.profile) trainer.set_profiler(&profiler);
