@@ -76,6 +76,19 @@ pid_t start_and_wait_for(const std::vector<std::string>& cmd, const ScratchDir& 
   return pid;
 }
 
+// Sends `sig` to `target` (mpirun or one of its ranks), then waits for the job started by
+// start_and_wait_for; `took` is the time from the signal to the job's end.
+ProcessResult signal_and_wait(pid_t job, pid_t target, int sig, const ScratchDir& dir, double& took) {
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(::kill(target, sig) == 0);
+  ProcessResult r;
+  wait_process(job, r, 60 * kTimeScale);
+  took = seconds_since(t0);
+  r.out = read_file(dir / "job.out");
+  r.err = read_file(dir / "job.err");
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("heed train under mpirun -np 2 and -np 3 trains the bits of one process with --grad-accum",
@@ -126,13 +139,9 @@ TEST_CASE("Ctrl-C to mpirun running heed train saves once on rank 0, ends every 
   ScratchDir dir("mpi-stop");
   const std::string out = dir / "run";
   const pid_t job = start_and_wait_for(cat(heed_on(2), recipe(out, 100000, 2)), dir, dir / "job.out", "iter 3:");
-  const auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(::kill(job, SIGINT) == 0);  // what Ctrl-C does: the ranks are in process groups of their own
-  ProcessResult r;
-  wait_process(job, r, 60 * kTimeScale);
-  const double took = seconds_since(t0);
-  r.out = read_file(dir / "job.out");
-  r.err = read_file(dir / "job.err");
+  double took = 0;
+  // What Ctrl-C does: the ranks are in process groups of their own, mpirun alone gets SIGINT.
+  const ProcessResult r = signal_and_wait(job, job, SIGINT, dir, took);
   INFO(r.out << r.err << "took " << took << " s");
   REQUIRE(r.signal == 0);
   // Under mpirun a Ctrl-C reaches the ranks as SIGCONT (18).
@@ -158,13 +167,8 @@ TEST_CASE("a rank of heed train killed by SIGKILL ends the job with an error wit
   for (pid_t rank : children_of(job))
     if (rank_of(rank) == 1) victim = rank;
   REQUIRE(victim > 0);
-  const auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(::kill(victim, SIGKILL) == 0);
-  ProcessResult r;
-  wait_process(job, r, 60 * kTimeScale);
-  const double took = seconds_since(t0);
-  r.out = read_file(dir / "job.out");
-  r.err = read_file(dir / "job.err");
+  double took = 0;
+  const ProcessResult r = signal_and_wait(job, victim, SIGKILL, dir, took);
   INFO(r.out << r.err << "took " << took << " s");
   REQUIRE(r.signal == 0);
   REQUIRE(r.exit_code != 0);
