@@ -588,19 +588,21 @@ int bench_on(const TrainOptions& flags, dist::Communicator& world) {
   const double median = median_of(times);
   std::sort(times.begin(), times.end());
   // The job's tokens: every process's micro-batches.
-  json out = {{"ms_per_iter", std::round(median * 1e6) / 1e3},
-                    {"tokens_per_s", std::round(o.grad_accum * o.batch_size * o.block_size / median * 10) / 10},
-                    {"params", trainer.model().num_params(false)},
-                    {"ms_per_iter_min", std::round(times.front() * 1e6) / 1e3},
-                    {"ms_per_iter_max", std::round(times.back() * 1e6) / 1e3},
-                    {"iters", o.bench_iters}};
+  // Times to 0.1 us: a tiny model's step takes tens of microseconds, and tokens/s must follow from them.
+  auto ms = [](double s) { return std::round(s * 1e7) / 1e4; };
+  json out = {{"ms_per_iter", ms(median)},
+              {"tokens_per_s", std::round(o.grad_accum * o.batch_size * o.block_size / median * 10) / 10},
+              {"params", trainer.model().num_params(false)},
+              {"ms_per_iter_min", ms(times.front())},
+              {"ms_per_iter_max", ms(times.back())},
+              {"iters", o.bench_iters}};
   if (world.size() > 1 || o.grad_accum > 1) {
     out["processes"] = world.size();
     out["grad_accum"] = o.grad_accum;
   }
   if (world.size() > 1) {  // rank 0's gradient reduction per step: during backward (overlapped), after it
-    out["reduce_ms_in_backward"] = std::round(median_of(reduce_in_backward) * 1e6) / 1e3;
-    out["reduce_ms_after_backward"] = std::round(median_of(reduce_after_backward) * 1e6) / 1e3;
+    out["reduce_ms_in_backward"] = ms(median_of(reduce_in_backward));
+    out["reduce_ms_after_backward"] = ms(median_of(reduce_after_backward));
   }
   write_stdout(out.dump() + "\n");
   return 0;
