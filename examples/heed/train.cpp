@@ -347,7 +347,10 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
                                               o.out + " is kept");
   };
   auto save = [&](bool done) {
-    if (!trainer.writes()) return;  // rank 0 saves for every process
+    if (!trainer.writes()) {  // rank 0 saves for every process
+      s.saved_iter = trainer.iter();
+      return;
+    }
     try {
       trainer.save(o.out, done, now_s() - s.start, s.last_eval);
       if (!s.config.empty()) write_file_atomically(config_path(o.out), s.config);
