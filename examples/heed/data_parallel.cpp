@@ -58,6 +58,7 @@ int on_processes(const std::function<int(dist::Communicator&)>& command) {
   try {
     code = command(world);
   } catch (const Stopped& e) {
+    if (rank == 0) std::fprintf(stderr, "heed: stopped by signal %d\n", e.signal);  // as main says it
     code = 128 + e.signal;
   } catch (const UsageError& e) {
     fail(2, e.what(), false);
