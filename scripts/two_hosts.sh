@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A two-host data-parallel run on one machine: two network namespaces ("hosts") joined by a veth
 # pair, mpirun over TCP between them, and a launcher that enters a namespace where mpirun would
-# ssh to a host. The run must give the bits of one process with the same micro-batches.
+# ssh to a host. `heed train` on the two hosts must give the bits of one process with the same
+# --grad-accum: the same losses and evaluations, the same model.safetensors.
 #
-#   scripts/two_hosts.sh [BUILD_DIR] [--rate 1gbit] [driver flags...]
+#   scripts/two_hosts.sh [BUILD_DIR] [--rate 1gbit] [heed train flags...]
 #   scripts/two_hosts.sh [BUILD_DIR] [--rate 1gbit] --run PROGRAM [ARGS...]
 #
-# BUILD_DIR (default build) holds heed_dist_train and libheed_dist_mpi.so. --rate limits the
-# link (tc's token bucket) to measure a slower network; the driver's last line has the timings.
-# --run runs any program on the two hosts instead (e.g. build/heed_bench_allreduce), no check.
+# BUILD_DIR (default build) holds heed and libheed_dist_mpi.so. --rate limits the link (tc's
+# token bucket) to measure a slower network. --run runs any program on the two hosts instead
+# (e.g. build/heed bench ..., build/heed_bench_allreduce), no check.
 # Needs root (ip netns), iproute2 and Open MPI. Exit 0 when the two-host run matches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,9 +20,10 @@ if [[ ${1:-} == --rate ]]; then rate=$2; shift 2; fi
 run=()
 if [[ ${1:-} == --run ]]; then shift; run=("$(realpath "$1")" "${@:2}"); set --; fi
 flags=("$@")
-[[ ${#flags[@]} -gt 0 ]] || flags=(--accum 2 --steps 5)
-driver=$(realpath "$build/heed_dist_train")
-[[ -x $driver ]] || { echo "two_hosts.sh: $driver not built (cmake --build $build --target heed_dist_train)" >&2; exit 2; }
+[[ ${#flags[@]} -gt 0 ]] || flags=(--grad-accum 2 --max-iters 6 --eval-interval 3 --eval-iters 2 --n-layer 2
+  --n-head 2 --n-embd 32 --block-size 32 --batch-size 4 --dropout 0.1 --log-interval 1 --sample-tokens 0)
+heed=$(realpath "$build/heed")
+[[ -x $heed ]] || { echo "two_hosts.sh: $heed not built (cmake --build $build --target heed_cli)" >&2; exit 2; }
 
 ns_a=heed-host-a ns_b=heed-host-b ip_a=10.77.0.1 ip_b=10.77.0.2
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
@@ -75,18 +77,21 @@ if [[ ${#run[@]} -gt 0 ]]; then
   exit
 fi
 
-echo "== one process: $driver ${flags[*]}"
-"$driver" "${flags[@]}" --out "$work/one.safetensors" | tee "$work/one.txt"
+# --threads 1 on both sides: the bits of a micro-batch's gradient must not depend on where it ran.
+echo "== one process: heed train ${flags[*]}"
+"$heed" train "${flags[@]}" --threads 1 --out "$work/one" | tee "$work/one.txt"
 echo "== two hosts over TCP ($ip_a, $ip_b${rate:+, $rate})"
 start=$(date +%s%N)
-on_two_hosts "$driver" "${flags[@]}" --out "$work/two.safetensors" | tee "$work/two.txt"
+on_two_hosts "$heed" train "${flags[@]}" --threads 1 --out "$work/two" | tee "$work/two.txt"
 echo "== mpirun took $(( ($(date +%s%N) - start) / 1000000 )) ms"
 
-grep -E '^(step|eval) ' "$work/one.txt" > "$work/one.res"
-grep -E '^(step|eval) ' "$work/two.txt" > "$work/two.res"
-grep -q '^ranks 2 ' "$work/two.txt" || { echo "two_hosts.sh: the job did not run on 2 ranks" >&2; exit 1; }
-if cmp -s "$work/one.res" "$work/two.res" && cmp -s "$work/one.safetensors" "$work/two.safetensors"; then
-  echo "two_hosts.sh: OK, the two-host run has the bits of one process (losses, evaluation, parameters)"
+# The losses and evaluations printed, and the log, without the speed and time columns.
+results() { grep -E '^(iter|eval) ' "$1.txt" | sed 's/, [0-9]* tok\/s.*//'; sed 's/"elapsed_s":[0-9.e+-]*,//' "$1/log.jsonl"; }
+results "$work/one" > "$work/one.res"
+results "$work/two" > "$work/two.res"
+grep -q 'tokens per iteration on 2 processes' "$work/two.txt" || { echo "two_hosts.sh: the job did not run on 2 processes" >&2; exit 1; }
+if cmp -s "$work/one.res" "$work/two.res" && cmp -s "$work/one/model.safetensors" "$work/two/model.safetensors"; then
+  echo "two_hosts.sh: OK, heed train on two hosts has the bits of one process (losses, evaluations, model.safetensors)"
 else
   echo "two_hosts.sh: MISMATCH between one process and two hosts" >&2
   diff "$work/one.res" "$work/two.res" >&2 || true

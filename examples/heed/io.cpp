@@ -91,9 +91,11 @@ std::string read_input_file(const std::string& path, double memory_per_byte) {
   const size_t chunk = 16u << 20;  // a stop signal is honoured between chunks
   std::string buf(std::min<uint64_t>(chunk, bound), '\0');
   for (;;) {
-    // Between chunks only: a small file (a log, a config) reads whole even while a stop is under
-    // way, so the stop paths that read one (drawing loss.svg) still finish.
-    if (!bytes.empty()) check_stop();
+    // Between full chunks only: a small file (a log, a config) reads whole even while a stop is
+    // under way, so the stop paths that read one (drawing loss.svg) still finish. (Not after its
+    // one chunk either: the read that finds the end comes after it, and a stop there would end
+    // `heed train` in the middle of its evaluation's bookkeeping, without its message.)
+    if (bytes.size() >= chunk) check_stop();
     const ssize_t r = ::read(fd, buf.data(), buf.size());
     if (r < 0 && errno == EINTR) continue;
     HEED_CHECK(r >= 0, path, ": read error (", std::strerror(errno), ")");

@@ -55,6 +55,9 @@ struct Option {
   bool is_path = false;   ///< a file or directory: made absolute when recorded; in a config file,
                           ///< relative to the file's directory
   bool required = false;  ///< the command cannot run without it
+  bool added_later = false;  ///< a record written before this option existed lacks it and means the
+                             ///< default (which must be the behaviour of those runs); any other
+                             ///< recorded option that is missing is an error
 
   /// Every spelling: the flag, the name and the aliases.
   std::vector<std::string> spellings() const {
@@ -120,7 +123,7 @@ nlohmann::json options_to_json(const OptionTable<T>& table, const T& o, const st
 /// Reads the options of `roles` from the JSON object `j` into `o`. A key the table does not know
 /// (or of another role), a value of the wrong type or out of range is a heed::Error naming `what`
 /// and the key; so is an option of `roles` missing from `j` (a default in its place would change the
-/// recipe silently).
+/// recipe silently), unless the option was `added_later`: then an older record keeps `o`'s value.
 template <class T>
 void options_from_json(const OptionTable<T>& table, T& o, const nlohmann::json& j, const std::set<Role>& roles,
                        const std::string& what) {
@@ -140,7 +143,7 @@ void options_from_json(const OptionTable<T>& table, T& o, const nlohmann::json& 
     opt->set(o, *v);
   }
   for (const auto& row : table)
-    if (roles.count(row.role) && !j.contains(row.name))
+    if (roles.count(row.role) && !j.contains(row.name) && !row.added_later)
       fail_record(what, "the recorded option \"" + row.name + "\" is missing");
 }
 

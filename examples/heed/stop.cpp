@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "dist/runtime.h"
+
 namespace heed::cli {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
@@ -21,9 +23,16 @@ void say_stopped(int sig) {
   if (::write(STDERR_FILENO, text, n) < 0) return;  // nothing to do about a closed stderr
 }
 
+// Under mpirun, one Ctrl-C brings SIGCONT, SIGTERM a second later, then SIGKILL (docs/scaling.md):
+// the later signals belong to the same request and must not cut rank 0's save short.
+bool g_under_mpirun = false;
+
 void on_stop_signal(int sig) {
-  if (g_stop_signal) _exit(128 + sig);  // the second signal: no more waiting
-  if (g_exit_at_once) {                  // a read-only phase: nothing to save
+  if (g_stop_signal) {
+    if (g_under_mpirun) return;
+    _exit(128 + sig);  // the second signal: no more waiting
+  }
+  if (g_exit_at_once) {  // a read-only phase: nothing to save
     say_stopped(sig);
     _exit(128 + sig);
   }
@@ -47,8 +56,8 @@ void install_stop_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // a signal must not make a write to stdout or a checkpoint fail with EINTR
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  g_under_mpirun = dist::launched_by_mpirun();
+  for (int sig : dist::stop_signals()) sigaction(sig, &sa, nullptr);  // SIGINT, SIGTERM; SIGCONT under mpirun
   sigaction(SIGHUP, &sa, nullptr);  // a closed terminal: save the run, as on Ctrl-C
   signal(SIGPIPE, SIG_IGN);
 }

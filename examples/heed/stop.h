@@ -2,7 +2,9 @@
 // command polls it (training steps, evaluation batches, each generated character, decoding steps,
 // file chunks), so a stop is honoured within one unit of work: training saves a checkpoint first,
 // then the command exits 128+N. A second signal ends the process at once (exit 128+N, nothing
-// more saved; the last complete checkpoint stays, as every file is written atomically).
+// more saved; the last complete checkpoint stays, as every file is written atomically). Under
+// mpirun, SIGCONT is a stop signal too (Ctrl-C to mpirun reaches the ranks as SIGCONT, then SIGTERM),
+// and later signals are ignored: mpirun's SIGKILL follows anyway.
 #pragma once
 
 #include <csignal>
@@ -13,7 +15,7 @@ namespace heed::cli {
 /// The signal that asked heed to stop (0: none yet).
 extern volatile std::sig_atomic_t g_stop_signal;
 
-/// Installs the SIGINT/SIGTERM/SIGHUP handlers (a closed terminal stops a run like Ctrl-C: it is saved) (main does, before any command runs) and ignores SIGPIPE,
+/// Installs the stop handlers (dist::stop_signals(), and SIGHUP: a closed terminal stops a run like Ctrl-C: it is saved) (main does, before any command runs) and ignores SIGPIPE,
 /// so a closed pipe is a write error heed reports (io.h) rather than a silent death mid-save.
 void install_stop_handlers();
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -21,6 +22,9 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "corpus.h"
+#include "data_parallel.h"
+#include "dist/param_checksum.h"
+#include "dist/runtime.h"
 #include "io.h"
 #include "nn/gpt.h"
 #include "nn/gpt_checkpoint.h"
@@ -41,7 +45,8 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 void apply_threads(int64_t threads) {
-  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  // Under mpirun, --threads 0 gives each process of this host its share of the cores.
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN) / processes_on_this_host();
   set_num_threads(threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::max(1L, cpus)));
 }
 
@@ -112,14 +117,18 @@ void check_training_memory(const TrainOptions& o, int64_t vocab, double more = 0
 
 class Trainer {
  public:
-  Trainer(const TrainOptions& o, Corpus corpus)
+  /// `world`: the processes sharing the run (one without mpirun).
+  Trainer(const TrainOptions& o, Corpus corpus, dist::Communicator& world)
       : o_(o),
+        world_(world),
         corpus_(std::move(corpus)),
         data_gen_(static_cast<uint64_t>(o.seed)),
         model_(std::make_shared<nn::GPT>(gpt_config(o, corpus_.vocab.size()), static_cast<uint64_t>(o.seed))),
         opt_(optim::param_groups_nanogpt(model_->named_parameters(), o.weight_decay), o.lr, o.beta1, o.beta2),
         step_(*model_, opt_, {o.lr, o.min_lr, o.warmup_iters, o.lr_decay_iters}, o.grad_clip) {
     model_->train();
+    if (needs_data_parallel(world, o.grad_accum))
+      parallel_ = std::make_unique<DataParallelStep>(*model_, world, o.grad_accum, o.overlap);
   }
 
   nn::GPT& model() { return *model_; }
@@ -127,9 +136,28 @@ class Trainer {
   int64_t iter() const { return iter_; }
   double lr_at(int64_t it) const { return step_.schedule().at(it); }
   void set_profiler(Profiler* p) { step_.set_profiler(p); }
+  /// Whether this process writes the run's files and prints (rank 0).
+  bool writes() const { return world_.rank() == 0; }
+  /// The gradient reduction's times of the last step (null in a plain run).
+  const dist::ReducerTimes* reduction_times() const { return parallel_ ? &parallel_->last_times() : nullptr; }
 
-  /// One optimisation step; returns the loss. Throws on a non-finite loss or gradient norm.
+  /// One optimisation step; returns the loss. Throws on a non-finite loss or gradient norm, and
+  /// dist::Stopped when a stop signal abandons a data-parallel step (the state is then the step's start).
   double step() {
+    if (parallel_) {
+      const Generator::State at_start = data_gen_.state();
+      const int64_t B = o_.batch_size, T = o_.block_size;
+      const double loss = step_.run_with_gradients(
+          iter_, [&] { sample_batch(corpus_.train, o_.grad_accum * B, T, data_gen_, x_, y_); },  // the global batch
+          [&] {
+            return parallel_->gradients(x_, y_, B, T, data_gen_, at_start,
+                                        [&](const std::vector<int32_t>& xi, const std::vector<int32_t>& yi) {
+                                          return model_->loss(xi, yi, B, T);
+                                        });
+          });
+      ++iter_;
+      return loss;
+    }
     const double loss = step_.run(
         iter_, [&] { sample_batch(corpus_.train, o_.batch_size, o_.block_size, data_gen_, x_, y_); },
         [&] { return model_->loss(x_, y_, o_.batch_size, o_.block_size); });
@@ -151,7 +179,21 @@ class Trainer {
     double out[2];
     const std::vector<int32_t>* splits[2] = {&corpus_.train, &corpus_.val};
     bool done = true;
-    for (int s = 0; s < 2 && done; ++s) {
+    if (world_.size() > 1) {
+      // Every process draws every batch and computes its share; all first check that they
+      // still train one model (a mismatch is an error that ends the job).
+      try {
+        dist::require_same_parameters(world_, model_->named_parameters());
+        for (int s = 0; s < 2; ++s)
+          out[s] = shared_mean_loss(
+              world_, o_.eval_iters,
+              [&](int64_t) { sample_batch(*splits[s], o_.batch_size, o_.block_size, data_gen_, x_, y_); },
+              [&](int64_t) { return model_->loss(x_, y_, o_.batch_size, o_.block_size).item(); });
+      } catch (const dist::Stopped&) {
+        done = false;
+      }
+    }
+    for (int s = 0; s < 2 && done && world_.size() == 1; ++s) {
       double total = 0;
       for (int64_t k = 0; k < o_.eval_iters; ++k) {
         if (g_stop_signal) {
@@ -193,11 +235,13 @@ class Trainer {
 
  private:
   TrainOptions o_;
+  dist::Communicator& world_;
   Corpus corpus_;
   Generator data_gen_;
   std::shared_ptr<nn::GPT> model_;
   optim::AdamW opt_;
   TrainingStep step_;
+  std::unique_ptr<DataParallelStep> parallel_;  // with --grad-accum above 1 or under mpirun
   std::vector<int32_t> x_, y_;
   int64_t iter_ = 0;
 };
@@ -295,8 +339,9 @@ struct LoopState {
 };
 
 int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& progress, Profiler& profiler) {
-  const bool tty = ::isatty(STDOUT_FILENO);
-  const int64_t tokens_per_iter = o.batch_size * o.block_size;
+  // mpirun hands its ranks a pseudo-terminal whatever its own output is: plain lines there.
+  const bool tty = ::isatty(STDOUT_FILENO) && !dist::launched_by_mpirun();
+  const int64_t tokens_per_iter = o.grad_accum * o.batch_size * o.block_size;
   const int64_t first_iter = trainer.iter();
   // An error that ends the run (divergence, a failed save) says which checkpoint is kept.
   auto stop_with = [&](const std::string& what) {
@@ -305,6 +350,10 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
                                               o.out + " is kept");
   };
   auto save = [&](bool done) {
+    if (!trainer.writes()) {  // rank 0 saves for every process
+      s.saved_iter = trainer.iter();
+      return;
+    }
     try {
       trainer.save(o.out, done, now_s() - s.start, s.last_eval);
       if (!s.config.empty()) write_file_atomically(config_path(o.out), s.config);
@@ -353,8 +402,10 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
                      {"elapsed_s", std::round((now_s() - s.start) * 100) / 100}};
       s.eval_done = true;
       save(true);
-      append_line(log_path(o.out), s.last_eval.dump());
-      write_loss_plot({log_path(o.out)}, plot_path(o.out));
+      if (trainer.writes()) {
+        append_line(log_path(o.out), s.last_eval.dump());
+        write_loss_plot({log_path(o.out)}, plot_path(o.out));
+      }
       char line[128];
       std::snprintf(line, sizeof line, "%seval iter %lld: train loss %.4f, val loss %.4f\n", tty ? "\r\033[K" : "",
                     (long long)it, tl, vl);
@@ -365,6 +416,8 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
     double loss = 0;
     try {
       loss = trainer.step();
+    } catch (const dist::Stopped&) {
+      continue;  // a stop signal abandoned the step: the loop saves the state it started from
     } catch (const Error& e) {  // a non-finite loss or gradient
       stop_with(e.what());
     }
@@ -420,10 +473,16 @@ void closing_sample(const TrainOptions& o, Trainer& trainer) {
 
 }  // namespace
 
-int run_train(const TrainRequest& req) {
+namespace {
+
+// heed train on the processes of `world` (one without mpirun; rank 0 alone owns --out).
+int train_on(const TrainRequest& req, dist::Communicator& world) {
   Start start = resolve_options(req);
   TrainOptions o = start.options;
-  RunDirectory run_dir(o.out, RunKind::gpt, start.mode, "heed train");
+  needs_data_parallel(world, o.grad_accum);  // refused before --out is touched
+  const bool writer = world.rank() == 0;
+  std::optional<RunDirectory> run_dir;
+  if (writer) run_dir.emplace(o.out, RunKind::gpt, start.mode, "heed train");
 
   // The state to continue from, validated, and the options it records.
   nn::SafetensorsFile state;
@@ -450,7 +509,7 @@ int run_train(const TrainRequest& req) {
   if (req.resume)
     HEED_CHECK(record.vocab_utf8 == encode_utf8(corpus.vocab.chars()), o.data,
                ": the corpus's vocabulary differs from the one the run in ", o.out, " was trained on");
-  Trainer trainer(o, std::move(corpus));
+  Trainer trainer(o, std::move(corpus), world);
   LoopState loop;
   if (req.resume) {
     trainer.restore(state, record, what_state);
@@ -460,8 +519,10 @@ int run_train(const TrainRequest& req) {
     loop.saved_iter = trainer.iter();
     // Lines past the checkpoint (written before a crash) go; the eval at the resume iteration,
     // if it happened, is logged again from the state.
-    truncate_log(log_path(o.out), trainer.iter());
-    if (loop.eval_done) append_line(log_path(o.out), loop.last_eval.dump());
+    if (writer) {
+      truncate_log(log_path(o.out), trainer.iter());
+      if (loop.eval_done) append_line(log_path(o.out), loop.last_eval.dump());
+    }
   }
   loop.start = now_s() - record.elapsed_s;
   // The effective options, so the run can be repeated (heed train --config DIR/config.toml).
@@ -476,10 +537,12 @@ int run_train(const TrainRequest& req) {
                    std::to_string(o.max_iters) + "\n");
   char head[256];
   std::snprintf(head, sizeof head,
-                "heed train: %lld parameters, vocab %lld, %zu train / %zu val characters, %lld tokens per iteration\n",
+                "heed train: %lld parameters, vocab %lld, %zu train / %zu val characters, %lld tokens per iteration",
                 (long long)trainer.model().num_params(false), (long long)trainer.corpus().vocab.size(),
-                trainer.corpus().train.size(), trainer.corpus().val.size(), (long long)(o.batch_size * o.block_size));
-  progress.print(head);
+                trainer.corpus().train.size(), trainer.corpus().val.size(),
+                (long long)(o.grad_accum * o.batch_size * o.block_size));
+  progress.print(std::string(head) + (world.size() > 1 ? " on " + std::to_string(world.size()) + " processes" : "") +
+                 "\n");
 
   Profiler profiler;
   if (o.profile) trainer.set_profiler(&profiler);
@@ -488,7 +551,7 @@ int run_train(const TrainRequest& req) {
   if (!progress.error().empty()) throw OutputError(progress.error());
   write_stdout("done: " + std::to_string(trainer.iter()) + " iterations in " + format_duration(now_s() - loop.start) +
                "; checkpoint " + model_path(o.out) + "\n");
-  if (o.sample_tokens > 0) {
+  if (o.sample_tokens > 0 && writer) {
     try {
       closing_sample(o, trainer);
     } catch (const Stopped& e) {
@@ -502,41 +565,80 @@ int run_train(const TrainRequest& req) {
 
 // ------------------------------------------------------------------------------------------
 
-int run_bench(const TrainOptions& flags) {
+}  // namespace
+
+int run_train(const TrainRequest& req) {
+  return on_processes([&](dist::Communicator& world) { return train_on(req, world); });
+}
+
+// ------------------------------------------------------------------------------------------
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// heed bench on the processes of `world`: rank 0 prints the job's figures.
+int bench_on(const TrainOptions& flags, dist::Communicator& world) {
   TrainOptions o = flags;
   if (o.data.empty()) o.data = default_corpus_path();
   validate(o, bench_option_table());
+  needs_data_parallel(world, o.grad_accum);
   check_training_memory(o, 1, corpus_memory(o.data));
   apply_threads(o.threads);
   Corpus corpus = load_corpus(o.data, o.block_size);
   check_training_memory(o, corpus.vocab.size());
-  Trainer trainer(o, std::move(corpus));
+  Trainer trainer(o, std::move(corpus), world);
   const int warmup = 3;
-  std::vector<double> times;
+  std::vector<double> times, reduce_in_backward, reduce_after_backward;
   Profiler profiler;
   for (int64_t i = 0; i < warmup + o.bench_iters; ++i) {
     check_stop();
     if (i == warmup && o.profile) trainer.set_profiler(&profiler);
     const double t0 = now_s();
     trainer.step();
-    if (i >= warmup) times.push_back(now_s() - t0);
+    if (i < warmup) continue;
+    times.push_back(now_s() - t0);
+    if (const dist::ReducerTimes* r = trainer.reduction_times()) {
+      reduce_in_backward.push_back(r->in_backward);
+      reduce_after_backward.push_back(r->after_backward + r->finish);
+    }
   }
   if (o.profile) {
     double total = 0;
     for (double t : times) total += t;
     profiler.print(stderr, total, o.bench_iters);
   }
+  const double median = median_of(times);
   std::sort(times.begin(), times.end());
-  const size_t n = times.size();
-  const double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-  const json out = {{"ms_per_iter", std::round(median * 1e6) / 1e3},
-                    {"tokens_per_s", std::round(o.batch_size * o.block_size / median * 10) / 10},
-                    {"params", trainer.model().num_params(false)},
-                    {"ms_per_iter_min", std::round(times.front() * 1e6) / 1e3},
-                    {"ms_per_iter_max", std::round(times.back() * 1e6) / 1e3},
-                    {"iters", o.bench_iters}};
+  // The job's tokens: every process's micro-batches.
+  // Times to 0.1 us: a tiny model's step takes tens of microseconds, and tokens/s must follow from them.
+  auto ms = [](double s) { return std::round(s * 1e7) / 1e4; };
+  json out = {{"ms_per_iter", ms(median)},
+              {"tokens_per_s", std::round(o.grad_accum * o.batch_size * o.block_size / median * 10) / 10},
+              {"params", trainer.model().num_params(false)},
+              {"ms_per_iter_min", ms(times.front())},
+              {"ms_per_iter_max", ms(times.back())},
+              {"iters", o.bench_iters}};
+  if (world.size() > 1 || o.grad_accum > 1) {
+    out["processes"] = world.size();
+    out["grad_accum"] = o.grad_accum;
+  }
+  if (world.size() > 1) {  // rank 0's gradient reduction per step: during backward (overlapped), after it
+    out["reduce_ms_in_backward"] = ms(median_of(reduce_in_backward));
+    out["reduce_ms_after_backward"] = ms(median_of(reduce_after_backward));
+  }
   write_stdout(out.dump() + "\n");
   return 0;
+}
+
+}  // namespace
+
+int run_bench(const TrainOptions& flags) {
+  return on_processes([&](dist::Communicator& world) { return bench_on(flags, world); });
 }
 
 }  // namespace heed::cli

@@ -27,7 +27,11 @@ OptionTable<O> model_and_recipe() {
       {"block-size", "block_size", {}, &O::block_size, int64_t(64), kBlock, "context length in characters"},
       {"dropout", "dropout", {}, &O::dropout, 0.0, kUnit, "dropout probability in [0, 1)"},
       {"bias", "bias", {}, &O::bias, false, {}, "biases in Linear and LayerNorm layers"},
-      {"batch-size", "batch_size", {}, &O::batch_size, int64_t(12), {1, double(1 << 30)}, "sequences per batch"},
+      {"batch-size", "batch_size", {}, &O::batch_size, int64_t(12), {1, double(1 << 30)},
+       "sequences per batch (per micro-batch with --grad-accum)"},
+      {"grad-accum", "grad_accum", {"gradient_accumulation_steps"}, &O::grad_accum, int64_t(1), {1, double(1 << 20)},
+       "micro-batches of --batch-size per optimizer step (mpirun -np N shares them: N must divide it)", Role::recipe,
+       false, false, /*added_later=*/true},
       {"lr", "lr", {"learning_rate"}, &O::lr, 1e-3, {0, kInf, true}, "peak learning rate"},
       {"min-lr", "min_lr", {}, &O::min_lr, 1e-4, {0, kInf}, "final learning rate of the cosine decay (at most --lr)"},
       {"warmup-iters", "warmup_iters", {}, &O::warmup_iters, int64_t(100), kIters, "linear warm-up steps"},
@@ -42,6 +46,8 @@ OptionTable<O> model_and_recipe() {
        "threads for matrix products and kernels (0: all cores)", Role::local},
       {"profile", "profile", {}, &O::profile, false, {},
        "print time per op (forward/backward) and the GEMM share at the end", Role::local},
+      {"overlap", "overlap", {}, &O::overlap, true, {},
+       "under mpirun: reduce gradients while backward runs (--no-overlap: after it)", Role::local},
   };
 }
 

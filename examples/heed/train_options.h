@@ -19,6 +19,7 @@ struct TrainOptions {
   double dropout;
   bool bias;
   int64_t batch_size, max_iters;
+  int64_t grad_accum;  ///< micro-batches per optimizer step (the global batch is grad_accum x batch_size)
   double lr, min_lr;
   int64_t warmup_iters, lr_decay_iters;
   double weight_decay, beta1, beta2, grad_clip;
@@ -26,6 +27,7 @@ struct TrainOptions {
   int64_t seed;
   int64_t threads;  ///< 0: every core this process may use
   bool profile;
+  bool overlap;  ///< under mpirun: gradient buckets travel during backward
   int64_t sample_tokens;  ///< the short sample printed at the end
   int64_t bench_iters;    ///< `heed bench --iters`
 };

@@ -6,7 +6,6 @@
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "profile.h"
-#include "profile.h"
 
 namespace heed::cli {
 
@@ -16,6 +15,17 @@ TrainingStep::TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LrSch
     : model_(model), optimizer_(optimizer), schedule_(schedule), grad_clip_(grad_clip), params_(model.parameters()) {}
 
 double TrainingStep::run(int64_t iter, const std::function<void()>& draw_batch, const std::function<Tensor()>& loss_fn) {
+  return run_with_gradients(iter, draw_batch, [&] {
+    Tensor loss = loss_fn();
+    const double value = loss.item();
+    if (!std::isfinite(value)) detail::fail("training diverged: the loss is ", value, " at iteration ", iter);
+    loss.backward();
+    return value;  // the graph goes with `loss`, before clipping
+  });
+}
+
+double TrainingStep::run_with_gradients(int64_t iter, const std::function<void()>& draw_batch,
+                                        const std::function<double()>& gradients) {
   optimizer_.set_lr(schedule_.at(iter));
   draw_batch();
   if (profiler_) profiler_->begin_step();
@@ -25,11 +35,8 @@ double TrainingStep::run(int64_t iter, const std::function<void()>& draw_batch, 
       if (p) p->end_step();
     }
   } end_step{profiler_};
-  Tensor loss = loss_fn();
-  const double value = loss.item();
+  const double value = gradients();
   if (!std::isfinite(value)) detail::fail("training diverged: the loss is ", value, " at iteration ", iter);
-  loss.backward();
-  loss = Tensor();
   double t0 = now_s();
   const double norm = optim::clip_grad_norm(params_, grad_clip_ > 0 ? grad_clip_ : INFINITY);
   if (profiler_) profiler_->add("clip_grad_norm", "step", now_s() - t0);

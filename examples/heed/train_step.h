@@ -34,6 +34,12 @@ class TrainingStep {
   /// the loss is nan at iteration 7" (or the gradient norm), before the optimizer changes anything.
   double run(int64_t iter, const std::function<void()>& draw_batch, const std::function<Tensor()>& loss);
 
+  /// The same step when something else forms the gradients (gradient accumulation, several
+  /// processes: data_parallel.h): `gradients` leaves every parameter's .grad set and returns the
+  /// step's loss, which is then checked; clipping and the optimizer step follow as in run().
+  double run_with_gradients(int64_t iter, const std::function<void()>& draw_batch,
+                            const std::function<double()>& gradients);
+
   /// Throws heed::Error "training diverged: parameter 'x' is nan (element 3) at iteration 7; not
   /// saved" if a weight is not finite: what every trainer calls before writing a checkpoint.
   void require_finite_weights(int64_t iter) const;

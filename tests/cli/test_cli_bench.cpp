@@ -42,7 +42,7 @@ TEST_CASE("heed bench prints one JSON line: median ms per iteration, tokens/s an
   REQUIRE(j.at("iters").get<int>() == 5);
   REQUIRE(j.at("ms_per_iter_min").get<double>() <= ms);
   REQUIRE(ms <= j.at("ms_per_iter_max").get<double>());
-  // tokens/s is batch * block / the median (both rounded in print: 1 us and 0.1 token/s).
+  // tokens/s is batch * block / the median (both rounded in print: 0.1 us and 0.1 token/s).
   REQUIRE(std::abs(tps - 3 * 8 / (ms / 1e3)) <= 0.01 * tps);
   // Every parameter of the model bench built, the position embedding included.
   nn::GPT model(nn::GPTConfig{.vocab_size = 9, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 16});

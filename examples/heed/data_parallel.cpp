@@ -1,0 +1,154 @@
+#include "data_parallel.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <thread>
+
+#include "commands.h"
+#include "dist/runtime.h"
+#include "dist/shared_eval.h"
+#include "stop.h"
+#include "train_state.h"
+
+namespace heed::cli {
+
+namespace {
+
+// One line on standard error, as main's errors are.
+void print_error(std::string msg) {
+  for (char& c : msg)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "heed: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int on_processes(const std::function<int(dist::Communicator&)>& command) {
+  if (!dist::launched_by_mpirun()) {
+    dist::LocalCommunicator world;
+    return command(world);
+  }
+  dist::Runtime runtime;
+  dist::Communicator& world = runtime.world();
+  const int rank = world.rank(), size = world.size();
+  if (rank != 0) {  // one voice: rank 0's
+    std::fflush(stdout);
+    if (const int fd = ::open("/dev/null", O_WRONLY); fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::close(fd);
+    }
+  }
+  world.set_stop_check([] { return g_stop_signal != 0; });
+  // A failure ends the job at once from rank 0. Another rank waits a moment first: when rank 0 meets
+  // the same error (a refusal of the options, a checksum mismatch: every rank throws alike), its
+  // MPI_Abort ends this rank before it repeats the line; an error of its own is printed after it.
+  auto fail = [&](int exit_code, const std::string& msg, bool name_rank) {
+    if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+    print_error(name_rank || rank != 0 ? "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + msg
+                                       : msg);
+    world.abort(exit_code);
+  };
+  int code = 0;
+  try {
+    code = command(world);
+  } catch (const Stopped& e) {
+    if (rank == 0) std::fprintf(stderr, "heed: stopped by signal %d\n", e.signal);  // as main says it
+    code = 128 + e.signal;
+  } catch (const UsageError& e) {
+    fail(2, e.what(), false);
+  } catch (const std::bad_alloc&) {
+    fail(1, "out of memory", true);
+  } catch (const std::exception& e) {
+    fail(1, e.what(), true);
+  }
+  if (code != 0) {
+    // Stopped: rank 0 has saved. No MPI_Finalize: mpirun is already ending the job, and
+    // finalizing then takes seconds its SIGKILL may not leave (docs/scaling.md). The other ranks
+    // do not leave first: a transfer rank 0 still drives could read from a process that is gone
+    // (Open MPI's shared-memory transport then ends rank 0 before it saves). They wait for
+    // mpirun's SIGKILL (two seconds after Ctrl-C by default), or half a minute.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(30));
+    std::_Exit(code);
+  }
+  return 0;  // every rank leaves the job (MPI_Finalize) as `runtime` goes
+}
+
+int processes_on_this_host() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const long n = local ? std::strtol(local, nullptr, 10) : 1;
+  return n >= 1 && n <= 1 << 20 ? static_cast<int>(n) : 1;
+}
+
+bool needs_data_parallel(const dist::Communicator& world, int64_t micro_batches) {
+  const int n = world.size();
+  if (micro_batches % n != 0)
+    throw UsageError("--grad-accum " + std::to_string(micro_batches) + ": the " + std::to_string(n) +
+                     " processes of this job must divide it (each takes an equal share of a step's micro-batches); "
+                     "give --grad-accum " + std::to_string(n) + " or a multiple of it");
+  return micro_batches > 1 || n > 1;
+}
+
+DataParallelStep::DataParallelStep(nn::Module& model, dist::Communicator& world, int64_t micro_batches, bool overlap)
+    : world_(world),
+      micro_batches_(micro_batches),
+      dropout_([&] {
+        std::vector<Generator*> gens;
+        for (auto& [path, g] : dropout_generators(model)) gens.push_back(g);
+        return gens;
+      }()),
+      reducer_(model.parameters(), world, {.micro_batches = micro_batches, .overlap = overlap}),
+      streams_(dropout_, micro_batches, world.size()) {}
+
+double DataParallelStep::gradients(
+    const std::vector<int32_t>& x, const std::vector<int32_t>& y, int64_t batch, int64_t block, Generator& data_gen,
+    const Generator::State& data_at_start,
+    const std::function<Tensor(const std::vector<int32_t>&, const std::vector<int32_t>&)>& loss) {
+  std::vector<Generator::State> dropout_at_start;
+  for (Generator* g : dropout_) dropout_at_start.push_back(g->state());
+  const int64_t rows = batch * block;
+  try {
+    world_.check_stop();
+    std::vector<double> losses;
+    const dist::Span mine = reducer_.local_micro_batches();
+    for (int64_t i = mine.lo; i < mine.hi; ++i) {
+      xi_.assign(x.begin() + i * rows, x.begin() + (i + 1) * rows);
+      yi_.assign(y.begin() + i * rows, y.begin() + (i + 1) * rows);
+      streams_.begin_micro_batch(i);
+      Tensor l = loss(xi_, yi_);
+      losses.push_back(l.item());
+      reducer_.backward(l);
+    }
+    reducer_.finish_step();
+    const double mean = reducer_.mean_loss(losses);
+    streams_.end_step();
+    return mean;
+  } catch (const dist::Stopped&) {
+    // The step is abandoned: the parameters and the optimizer are still as it found them, and so
+    // must the generators be, for the checkpoint rank 0 saves next.
+    data_gen.set_state(data_at_start);
+    for (size_t k = 0; k < dropout_.size(); ++k) dropout_[k]->set_state(dropout_at_start[k]);
+    throw;
+  }
+}
+
+double shared_mean_loss(dist::Communicator& world, int64_t count, const std::function<void(int64_t)>& draw,
+                        const std::function<double(int64_t)>& loss_of) {
+  const dist::Span share = dist::share_of(count, world.rank(), world.size());
+  std::vector<double> mine;
+  for (int64_t k = 0; k < count; ++k) {
+    world.check_stop();
+    draw(k);
+    if (k >= share.lo && k < share.hi) mine.push_back(loss_of(k));
+  }
+  return dist::mean_in_order(world, mine, count);
+}
+
+}  // namespace heed::cli
