@@ -229,25 +229,33 @@ HEED_TARGET_AVX512BW void pack_k_contiguous_by_pair(const Source& src, int64_t r
 }
 
 // A source strided along k (its rows are k), by pair: source rows 2p and 2p + 1 interleave into
-// word p of every strip; a group of lcm(R, 16) rows of the panel is converted at a time.
+// word p of every strip, 16 panel rows per vector; a vector that straddles strips is stored into
+// each with a mask (rows past the panel's end load as zero, the padding of the last strip).
 template <int64_t R>
 HEED_TARGET_AVX512BW void pack_k_strided_by_pair(const Source& src, int64_t r0, int64_t rows, int64_t k0, int64_t kb,
                                                  uint32_t* dst) {
-  constexpr int64_t kGroup = std::lcm(R, int64_t(16));
-  const int64_t pairs = padded_pairs(kb), strips = ceil_div(rows, R);
-  alignas(64) uint32_t words[kGroup];
+  const int64_t pairs = padded_pairs(kb), padded_rows = ceil_div(rows, R) * R;
   for (int64_t p = 0; p < pairs; ++p) {
     const float* x0 = 2 * p < kb ? src.data + (k0 + 2 * p) * src.ld + r0 : nullptr;
     const float* x1 = 2 * p + 1 < kb ? src.data + (k0 + 2 * p + 1) * src.ld + r0 : nullptr;
-    for (int64_t e0 = 0; e0 < strips * R; e0 += kGroup) {
-      for (int64_t v = 0; v < kGroup; v += 16) {
-        const __mmask16 m = first_lanes(rows - e0 - v);
-        const __m512 even = x0 ? _mm512_maskz_loadu_ps(m, x0 + e0 + v) : _mm512_setzero_ps();
-        const __m512 odd = x1 ? _mm512_maskz_loadu_ps(m, x1 + e0 + v) : _mm512_setzero_ps();
-        _mm512_store_si512(words + v, pair_words(even, odd));
+    uint32_t* row_p = dst + (p / kChunk) * kChunk * R + (p % kChunk) * R;  // word (0, p) of strip 0
+    for (int64_t e = 0; e < padded_rows; e += 16) {
+      const __mmask16 m = first_lanes(rows - e);
+      const __m512 even = x0 ? _mm512_maskz_loadu_ps(m, x0 + e) : _mm512_setzero_ps();
+      const __m512 odd = x1 ? _mm512_maskz_loadu_ps(m, x1 + e) : _mm512_setzero_ps();
+      const __m512i w = pair_words(even, odd);
+      if constexpr (R % 16 == 0) {
+        _mm512_store_si512(row_p + (e / R) * R * pairs + e % R, w);
+      } else {
+        // Lane l is panel row e + l: strip (e + l) / R, position (e + l) % R in it.
+        const int64_t last = std::min(padded_rows, e + 16);
+        for (int64_t s = e / R; s * R < last; ++s) {
+          const int64_t lo = std::max(e, s * R) - e, hi = std::min(last, (s + 1) * R) - e;  // lanes [lo, hi)
+          const __mmask16 lanes = static_cast<__mmask16>(first_lanes(hi) & ~first_lanes(lo));
+          // Lane l goes to row_p + s R pairs + (e + l - s R): the store starts e - s R words in.
+          _mm512_mask_storeu_epi32(row_p + s * R * pairs + (e - s * R), lanes, w);
+        }
       }
-      for (int64_t s = e0 / R; s < std::min(strips, (e0 + kGroup) / R); ++s)
-        std::memcpy(dst + s * R * pairs + (p / kChunk) * kChunk * R + (p % kChunk) * R, words + (s * R - e0), R * 4);
     }
   }
 }
@@ -370,25 +378,18 @@ int64_t balanced_block(int64_t total, int64_t max, int64_t unit) {
   return round_up(ceil_div(total, blocks), unit);
 }
 
-// Asks for the cache lines of rows [r0, r0 + rows) x depth [k0, k0 + kb) of a source.
-void prefetch_source(const Source& src, int64_t r0, int64_t rows, int64_t k0, int64_t kb) {
+// Asks for the cache lines of rows [r0, r0 + rows) x depth [k0, k0 + kb) of a source whose rows
+// run along k.
+void prefetch_rows(const Source& src, int64_t r0, int64_t rows, int64_t k0, int64_t kb) {
   constexpr int64_t kLine = 16;  // floats per 64-byte line
-  if (src.k_contiguous) {
-    for (int64_t r = r0; r < r0 + rows; ++r)
-      for (int64_t k = 0; k < kb; k += kLine) __builtin_prefetch(src.data + r * src.ld + k0 + k);
-  } else {
-    for (int64_t k = k0; k < k0 + kb; ++k) {
-      for (int64_t r = r0; r < r0 + rows; r += kLine) __builtin_prefetch(src.data + k * src.ld + r);
-      __builtin_prefetch(src.data + k * src.ld + r0 + rows - 1);  // the run may end in one more line
-    }
-  }
+  for (int64_t r = r0; r < r0 + rows; ++r)
+    for (int64_t k = 0; k < kb; k += kLine) __builtin_prefetch(src.data + r * src.ld + k0 + k);
 }
 
 // The whole product on the calling thread.
 void gemm_serial(const Problem& pr, const KernelSet& ks) {
-  const GemmBf16Blocking blk = gemm_bf16_blocking();
-  const int64_t kc = balanced_block(pr.k, blk.kc, 2 * kChunk), mc = balanced_block(pr.m, blk.mc, kMR),
-                nc = balanced_block(pr.n, blk.nc, kNR);
+  const GemmBf16Blocking blk = gemm_bf16_blocking(pr.m, pr.n, pr.k, !pr.a.k_contiguous);
+  const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
   const PackFn pack_a = pr.a.k_contiguous ? ks.pack_a_k_contiguous : ks.pack_a_k_strided;
   const PackFn pack_b = pr.b.k_contiguous ? ks.pack_b_k_contiguous : ks.pack_b_k_strided;
   const TileKernel kernel = pr.a.k_contiguous ? ks.tile_a_by_row : ks.tile_a_by_pair;
@@ -403,15 +404,18 @@ void gemm_serial(const Problem& pr, const KernelSet& ks) {
       const bool load_c = pr.beta_one || pc > 0;
       for (int64_t ic = 0; ic < pr.m; ic += mc) {
         const int64_t mb = std::min(mc, pr.m - ic);
+        // A source whose rows run along k is packed a strip at a time as the first column of tiles
+        // reaches it, each strip's rows prefetched from memory one tile earlier; a transposed one
+        // (its rows run along m) in one go, reading mb floats of each source row at a time.
+        const bool lazy = pr.a.k_contiguous;
+        if (!lazy) pack_a(pr.a, ic, mb, pc, kb, ap);
         for (int64_t jr = 0; jr < nb; jr += kNR) {
           const int64_t j0 = jc + jr, cols = std::min(kNR, nb - jr);
           for (int64_t ir = 0; ir < mb; ir += kMR) {
             const int64_t i0 = ic + ir, rows = std::min(kMR, mb - ir);
-            if (jr == 0) {
-              // Strips of A are packed as the first column of tiles reaches them, each after the
-              // prefetch issued one tile earlier has brought its fp32 rows in from memory.
+            if (lazy && jr == 0) {
               pack_a(pr.a, i0, rows, pc, kb, ap + ir * pairs);
-              if (ir + kMR < mb) prefetch_source(pr.a, i0 + kMR, std::min(kMR, mb - ir - kMR), pc, kb);
+              if (ir + kMR < mb) prefetch_rows(pr.a, i0 + kMR, std::min(kMR, mb - ir - kMR), pc, kb);
             }
             if (pr.skip == Bf16Skip::c_above && j0 > i0 + rows - 1 + pr.diagonal) continue;
             // The chunks holding the k this tile needs (whole chunks: the rest of a chunk is zero).
@@ -488,17 +492,29 @@ Bf16Kernel bf16_kernel() {
   return cpu_info().avx512_bf16 && cpu_info().avx512bw ? Bf16Kernel::avx512_bf16 : Bf16Kernel::emulated;
 }
 
-GemmBf16Blocking gemm_bf16_blocking() {
-  static const GemmBf16Blocking blocking = [] {
-    const CpuInfo& cpu = cpu_info();
-    constexpr int64_t kBytes = 2;  // per bf16 element
-    GemmBf16Blocking b{kMR, kNR, 0, 0, 0};
-    b.kc = std::max<int64_t>(2 * kChunk, cpu.l1d_bytes / 2 / (kNR * kBytes) / (2 * kChunk) * (2 * kChunk));
-    b.mc = std::max<int64_t>(kMR, cpu.l2_bytes / 2 / (b.kc * kBytes) / kMR * kMR);
-    b.nc = std::max<int64_t>(kNR, cpu.l3_per_core() / 2 / (b.kc * kBytes) / kNR * kNR);
-    return b;
-  }();
-  return blocking;
+GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a) {
+  const CpuInfo& cpu = cpu_info();
+  constexpr int64_t kBytes = 2;  // per bf16 element
+  // C is read and written once per k slice, from memory at these sizes, so slices are as deep as
+  // the caches allow: a kc x nr strip of B (read from L2 by every tile of its column) in a quarter
+  // of L2. L1 is not the limit: a tile streams its strips of A and B from L2 at about 7 bytes per
+  // cycle, a fraction of what L2 delivers. A transposed A is the exception: its block is packed
+  // from runs of mc floats of source rows far apart in memory, which only read near memory speed
+  // when long, so its blocks keep at least kMinTransposedRows rows and the slices get shallower
+  // (its C, a weight gradient, is small enough to stay in cache between slices).
+  constexpr int64_t kMinTransposedRows = 512;  // 2 KB of each source row per run
+  const int64_t l2_half = cpu.l2_bytes / 2;
+  int64_t kc_max = cpu.l2_bytes / 4 / (kNR * kBytes);
+  if (trans_a) kc_max = std::min(kc_max, l2_half / (kMinTransposedRows * kBytes));
+  kc_max = std::max<int64_t>(2 * kChunk, kc_max / (2 * kChunk) * (2 * kChunk));
+  GemmBf16Blocking b{kMR, kNR, balanced_block(std::max<int64_t>(k, 1), kc_max, 2 * kChunk), 0, 0};
+  // The packed block of A, reused by every strip of B, in half of L2; the panel of B in half of
+  // this core's share of L3.
+  const int64_t mc_max = std::max<int64_t>(kMR, l2_half / (b.kc * kBytes) / kMR * kMR);
+  const int64_t nc_max = std::max<int64_t>(kNR, cpu.l3_per_core() / 2 / (b.kc * kBytes) / kNR * kNR);
+  b.mc = balanced_block(std::max<int64_t>(m, 1), mc_max, kMR);
+  b.nc = balanced_block(std::max<int64_t>(n, 1), nc_max, kNR);
+  return b;
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

@@ -81,13 +81,16 @@ void gemm_bf16_batched(int64_t outer, int64_t inner, int64_t m, int64_t n, int64
 /// What Bf16Kernel::automatic runs on this CPU.
 Bf16Kernel bf16_kernel();
 
-/// The blocking, derived from cpu_info()'s caches: mr x nr register tiles; kc (even) the depth of
-/// a packed panel, so that a kc x nr panel of B takes half of L1d; mc rows of A per packed block
-/// (half of L2); nc columns of B per packed panel (half of this core's share of L3). For
-/// benchmarks and tests; gemm_bf16 balances the blocks of each call below these maxima.
+/// The blocking of an m x n x k product (trans_a: op(A) = A^T), derived from cpu_info()'s
+/// caches: mr x nr register tiles; kc (a multiple of 32) the depth of a packed slice, as deep as
+/// lets a kc x nr strip of B take a quarter of L2 (C is read and written once per slice), or, for
+/// a transposed A, as lets a block of 512 of its rows take half of L2; mc rows of A per packed
+/// block, in half of L2; nc columns of B per packed panel, in half of this core's share of L3.
+/// Each is balanced below its maximum (k = 384 at a maximum of 256 is 2 x 192). For benchmarks
+/// and tests.
 struct GemmBf16Blocking {
   int64_t mr, nr, kc, mc, nc;
 };
-GemmBf16Blocking gemm_bf16_blocking();
+GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a);
 
 }  // namespace heed

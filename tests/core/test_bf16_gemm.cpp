@@ -37,10 +37,11 @@ struct ThreadsGuard {
   ~ThreadsGuard() { set_num_threads(saved); }
 };
 
-std::vector<float> random_floats(size_t n, uint64_t seed, double scale = 1.0) {
+// Uniform in [-1, 1): of every magnitude down to 2^-24, and cheap to draw by the million.
+std::vector<float> random_floats(size_t n, uint64_t seed) {
   Generator gen(seed);
   std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(gen.normal(0.0, scale));
+  for (auto& x : v) x = static_cast<float>(2.0 * gen.uniform() - 1.0);
   return v;
 }
 
@@ -90,28 +91,66 @@ double gamma(int64_t n) {
   return nu / (1.0 - nu);
 }
 
-// Checks `got` against the double-precision sum of the bf16-rounded products, element by element,
-// within gamma(K + 1) of the sum of magnitudes (see the top of this file). `needed(i, j)` says
-// which elements must hold the product (all, unless a skip leaves some free).
+// The double-precision sum of the bf16-rounded products for every element of C, and the bound
+// gamma(K + 1) (sum of magnitudes) around it (see the top of this file).
+struct Reference {
+  std::vector<double> value, bound;
+  Reference(Case& t, float beta) : value(static_cast<size_t>(t.m * t.n)), bound(value.size()) {
+    for (int64_t i = 0; i < t.m; ++i)
+      for (int64_t j = 0; j < t.n; ++j) {
+        value[i * t.n + j] = beta == 1.0f ? t.c[i * t.ldc + j] : 0.0;
+        bound[i * t.n + j] = std::fabs(value[i * t.n + j]);
+      }
+    // Sums of products in double (exact for bf16 inputs up to the last few bits of a long sum),
+    // read along memory: B's rows as they are stored (along j, or along k when transposed).
+    std::vector<float> a(static_cast<size_t>(t.m * t.k));
+    for (int64_t i = 0; i < t.m; ++i)
+      for (int64_t p = 0; p < t.k; ++p) a[i * t.k + p] = round_bf16(t.A(i, p));
+    std::vector<float> brow(static_cast<size_t>(t.tb ? t.k : t.n));
+    for (int64_t r = 0; r < (t.tb ? t.n : t.k); ++r) {
+      for (size_t e = 0; e < brow.size(); ++e) brow[e] = round_bf16(t.b[r * t.ldb + static_cast<int64_t>(e)]);
+      for (int64_t i = 0; i < t.m; ++i) {
+        const float* ai = a.data() + i * t.k;
+        if (t.tb) {  // r is column j of op(B): one dot product
+          double sum = 0, mag = 0;
+          for (int64_t p = 0; p < t.k; ++p) {
+            const double term = static_cast<double>(ai[p]) * brow[p];
+            sum += term;
+            mag += std::fabs(term);
+          }
+          value[i * t.n + r] += sum;
+          bound[i * t.n + r] += mag;
+        } else {  // r is row p of op(B): one term of every element of row i
+          for (int64_t j = 0; j < t.n; ++j) {
+            const double term = static_cast<double>(ai[r]) * brow[j];
+            value[i * t.n + j] += term;
+            bound[i * t.n + j] += std::fabs(term);
+          }
+        }
+      }
+    }
+    for (double& b : bound) b *= gamma(t.k + 1);
+  }
+};
+
+// How many elements of `got` that `needed(i, j)` (all, unless a skip leaves some free) are
+// outside the reference's bound; the first few are logged.
 template <class Needed>
-int64_t count_outside_bound(Case& t, float beta, const std::vector<float>& got, Needed needed) {
+int64_t count_outside_bound(const Case& t, const Reference& ref, const std::vector<float>& got, Needed needed) {
   int64_t bad = 0;
-  auto in = [](float x) { return static_cast<double>(round_bf16(x)); };
   for (int64_t i = 0; i < t.m; ++i)
     for (int64_t j = 0; j < t.n; ++j) {
       if (!needed(i, j)) continue;
-      double sum = beta == 1.0f ? t.c[i * t.ldc + j] : 0.0, mag = std::fabs(sum);
-      for (int64_t p = 0; p < t.k; ++p) {
-        const double term = in(t.A(i, p)) * in(t.B(p, j));
-        sum += term;
-        mag += std::fabs(term);
-      }
-      const double g = got[i * t.ldc + j];
-      if (!(std::fabs(g - sum) <= gamma(t.k + 1) * mag)) {
-        if (bad++ < 3) UNSCOPED_INFO("C(" << i << ", " << j << ") = " << g << ", reference " << sum << ", bound " << gamma(t.k + 1) * mag);
-      }
+      const double g = got[i * t.ldc + j], r = ref.value[i * t.n + j], b = ref.bound[i * t.n + j];
+      if (!(std::fabs(g - r) <= b) && bad++ < 3)
+        UNSCOPED_INFO("C(" << i << ", " << j << ") = " << g << ", reference " << r << ", bound " << b);
     }
   return bad;
+}
+
+template <class Needed>
+int64_t count_outside_bound(Case& t, float beta, const std::vector<float>& got, Needed needed) {
+  return count_outside_bound(t, Reference(t, beta), got, needed);
 }
 
 int64_t count_outside_bound(Case& t, float beta, const std::vector<float>& got) {
@@ -122,31 +161,28 @@ bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
-}  // namespace
+struct Shape {
+  int64_t m, n, k;
+};
 
-TEST_CASE("gemm_bf16 equals the fp32 sum of bf16-rounded products in every transpose form and odd shape", "[bf16]") {
-  const GemmBf16Blocking blk = gemm_bf16_blocking();
-  struct Shape {
-    int64_t m, n, k;
-  };
-  const std::vector<Shape> shapes = {
-      {1, 1, 1},     {1, 37, 5},    {13, 1, 7},   {12, 32, 32},                   // one tile exactly
-      {13, 33, 33},  {25, 65, 67},  {37, 50, 1},  {7, 9, 2 * blk.kc + 5},         // several k slices
-      {blk.mc + 13, 40, 70},                                                      // several row blocks
-      {64, 200, 64}, {300, 31, 129}};
+// Every shape in every transpose form (and with padded leading dimensions when `pads`), beta 0
+// and 1, on every kernel: inside the bound, the padding of C untouched, and the kernels' bits equal.
+void check_shapes(const std::vector<Shape>& shapes, bool pads) {
   int seed = 0;
   for (const Shape& s : shapes)
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (int64_t pad : {0, 3}) {
+          if (pad && !pads) continue;
           Case t(ta, tb, s.m, s.n, s.k, static_cast<uint64_t>(100 + seed++), pad);
           for (float beta : {0.0f, 1.0f}) {
+            const Reference ref(t, beta);
             std::vector<std::vector<float>> outs;
             for (Bf16Kernel kernel : kernels()) {
               INFO("m=" << s.m << " n=" << s.n << " k=" << s.k << " trans_a=" << ta << " trans_b=" << tb << " pad="
                         << pad << " beta=" << beta << " kernel=" << static_cast<int>(kernel));
               outs.push_back(t.run(beta, with_kernel(kernel)));
-              REQUIRE(count_outside_bound(t, beta, outs.back()) == 0);
+              REQUIRE(count_outside_bound(t, ref, outs.back(), [](int64_t, int64_t) { return true; }) == 0);
               // Padding between rows of C is never written.
               for (int64_t i = 0; i < t.m; ++i)
                 for (int64_t j = t.n; j < t.ldc; ++j)
@@ -156,6 +192,36 @@ TEST_CASE("gemm_bf16 equals the fp32 sum of bf16-rounded products in every trans
             if (outs.size() == 2) REQUIRE(same_bits(outs[0], outs[1]));  // hardware == emulated
           }
         }
+}
+
+}  // namespace
+
+TEST_CASE("gemm_bf16 equals the fp32 sum of bf16-rounded products in every transpose form and odd shape", "[bf16]") {
+  check_shapes({{1, 1, 1},
+                {1, 37, 5},
+                {13, 1, 7},
+                {12, 32, 32},  // one tile exactly
+                {13, 33, 33},
+                {25, 65, 67},
+                {37, 50, 1},
+                {64, 200, 64},
+                {300, 31, 129}},
+               true);
+}
+
+TEST_CASE("gemm_bf16 is exact to the bound across k slices, row blocks and column panels", "[bf16]") {
+  // Products deep enough for several k slices, tall enough for several blocks of rows, wide
+  // enough for several panels of columns, for either form of A (the depth of a slice depends on it).
+  const int64_t huge = int64_t(1) << 40;
+  const int64_t deep = gemm_bf16_blocking(7, 9, huge, false).kc + 5;
+  const int64_t tall = gemm_bf16_blocking(huge, 40, 70, false).mc + 13;
+  const int64_t wide = std::max(gemm_bf16_blocking(5, huge, deep, false).nc, gemm_bf16_blocking(5, huge, deep, true).nc) + 40;
+  for (bool ta : {false, true}) {
+    REQUIRE(gemm_bf16_blocking(7, 9, deep, ta).kc < deep);
+    REQUIRE(gemm_bf16_blocking(tall, 40, 70, ta).mc < tall);
+    REQUIRE(gemm_bf16_blocking(5, wide, deep, ta).nc < wide);
+  }
+  check_shapes({{7, 9, deep}, {tall, 40, 70}, {5, wide, deep}}, false);
 }
 
 TEST_CASE("the bound of the bf16 gemm tests catches a kernel that does not round its inputs", "[bf16]") {

@@ -1,0 +1,303 @@
+// bf16 matrix products (core/ops/gemm_bf16.h) at the products of a GPT training step, against
+// the measured bf16 peak (core/cpu.h), OpenBLAS's fp32 sgemm at the same shapes, and, when built
+// with it, oneDNN's bf16 matmul. Google Benchmark; the CPU's description (cpu_json) is printed in
+// the context. Counters: GFLOP/s, and peak: that rate over threads x the per-core bf16 peak.
+//
+//   ./build/heed_bench_bf16 --benchmark_filter='linear/small'           # small's Linear products
+//   ./build/heed_bench_bf16 --benchmark_filter='attention/small'
+//   ./build/heed_bench_bf16 --benchmark_filter='heed|sgemm|dnnl'        # one implementation
+//
+// Linear products per layer: fwd y = x W^T (rows x out x in), dx = dy W (rows x in x out),
+// dw += dy^T x (out x in x rows, beta 1). Attention products per head (T x T scores, head_dim hd,
+// causal): scores = q k^T, pv = p v, dp = dy v^T, dq = ds k, dk = ds^T q, dv = p^T dy; heed skips
+// the masked half (and counts only the useful, causal multiply-adds, as for the others).
+// Implementations:
+//   heed:    gemm_bf16, fp32 in and out (inputs rounded to bf16 when packed), split over heed's
+//            pool (attention: a head per chunk);
+//   sgemm:   cblas_sgemm (fp32), single-threaded OpenBLAS split over heed's pool as heed's fp32
+//            matmul splits it (the longer side of C, or heads);
+//   dnnl:    oneDNN matmul on bf16 inputs converted beforehand (the matmul alone), fp32 out, its
+//            own OpenMP threads;
+//   dnnl+cvt: the same plus the fp32 -> bf16 reorders of both inputs on every call, which is what
+//            a training step must do (weights and activations change every step).
+// Quote figures from one run only, alternating with nothing else running (the machines are shared).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/ops/gemm_bf16.h"
+#include "core/parallel.h"
+#include "core/random.h"
+
+#ifdef HEED_BENCH_DNNL
+#include <omp.h>
+
+#include <dnnl.hpp>
+#endif
+
+using namespace heed;
+
+namespace {
+
+struct Config {
+  const char* name;
+  int64_t B, T, C, nh;
+};
+// bench/compare.py's configs: tiny, baby (heed's default), small.
+constexpr Config kConfigs[] = {{"tiny", 8, 32, 64, 2}, {"baby", 12, 64, 128, 4}, {"small", 16, 256, 384, 6}};
+
+// One product C (m x n) = op(A) (m x k) op(B) (k x n) + beta C, row-major, as gemm_bf16 takes it.
+struct Product {
+  std::string label;
+  bool ta, tb;
+  int64_t m, n, k;
+  float beta;
+  double useful_macs;  // what the counters count
+};
+
+std::vector<Product> linear_products(const Config& c) {
+  const int64_t rows = c.B * c.T, C = c.C;
+  struct Layer {
+    const char* name;
+    int64_t in, out;
+  };
+  const Layer layers[] = {{"c_attn", C, 3 * C}, {"attn_c_proj", C, C}, {"c_fc", C, 4 * C}, {"mlp_c_proj", 4 * C, C}};
+  std::vector<Product> ps;
+  for (const Layer& l : layers) {
+    const double macs = static_cast<double>(rows) * l.in * l.out;
+    ps.push_back({std::string(l.name) + "/fwd", false, true, rows, l.out, l.in, 0.0f, macs});
+    ps.push_back({std::string(l.name) + "/dx", false, false, rows, l.in, l.out, 0.0f, macs});
+    ps.push_back({std::string(l.name) + "/dw", true, false, l.out, l.in, rows, 1.0f, macs});
+  }
+  return ps;
+}
+
+// Attention's six products for one head (the batch is B x nh heads), with heed's causal skip.
+struct HeadProduct {
+  Product p;
+  Bf16Skip skip;
+};
+
+std::vector<HeadProduct> attention_products(const Config& c) {
+  const int64_t T = c.T, hd = c.C / c.nh;
+  const double useful = static_cast<double>(T) * (T + 1) / 2 * hd;  // causal multiply-adds
+  return {{{"scores", false, true, T, T, hd, 0.0f, useful}, Bf16Skip::c_above},
+          {{"pv", false, false, T, hd, T, 0.0f, useful}, Bf16Skip::a_above},
+          {{"dp", false, true, T, T, hd, 0.0f, useful}, Bf16Skip::c_above},
+          {{"dq", false, false, T, hd, T, 0.0f, useful}, Bf16Skip::a_above},
+          {{"dk", true, false, T, hd, T, 0.0f, useful}, Bf16Skip::a_below},
+          {{"dv", true, false, T, hd, T, 0.0f, useful}, Bf16Skip::a_below}};
+}
+
+// Operands for `count` products of one shape, each contiguous, with normal(0, 1) entries.
+struct Operands {
+  int64_t lda, ldb, ldc, sa, sb, sc;  // leading dimensions and per-product strides
+  std::vector<float> a, b, c;
+  Operands(const Product& p, int64_t count) {
+    lda = p.ta ? p.m : p.k;
+    ldb = p.tb ? p.k : p.n;
+    ldc = p.n;
+    sa = p.m * p.k, sb = p.k * p.n, sc = p.m * p.n;
+    Generator gen(7);
+    auto fill = [&](std::vector<float>& v, int64_t n) {
+      v.resize(static_cast<size_t>(n));
+      for (auto& x : v) x = static_cast<float>(gen.normal());
+    };
+    fill(a, sa * count);
+    fill(b, sb * count);
+    fill(c, sc * count);
+  }
+};
+
+// Times each iteration's body, for the fraction of the peak.
+class Stopwatch {
+ public:
+  template <class Body>
+  void time(Body body) {
+    const auto t0 = std::chrono::steady_clock::now();
+    body();
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double seconds() const { return seconds_; }
+
+ private:
+  double seconds_ = 0;
+};
+
+// GFLOP/s of `macs` multiply-adds per iteration, and "peak": that rate over threads x the
+// measured per-core bf16 peak.
+void set_counters(benchmark::State& state, double macs, int threads, const Stopwatch& watch) {
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * macs, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  const double peak = cpu_peaks().bf16_dot_gflops * 1e9 * threads;
+  if (peak > 0 && watch.seconds() > 0)
+    state.counters["peak"] = 2.0 * macs * static_cast<double>(state.iterations()) / watch.seconds() / peak;
+}
+
+// ---- heed ----
+void run_heed(benchmark::State& state, const Product& p, int64_t heads, Bf16Skip skip, int threads, Bf16Kernel kernel) {
+  set_num_threads(threads);
+  Operands o(p, heads);
+  GemmBf16Options opt;
+  opt.kernel = kernel;
+  opt.skip = skip;
+  opt.diagonal = 0;  // square causal heads: Tk - Tq = 0
+  Stopwatch watch;
+  for (auto _ : state) {
+    watch.time([&] {
+      if (heads == 1) {
+        gemm_bf16(p.ta, p.tb, p.m, p.n, p.k, o.a.data(), o.lda, o.b.data(), o.ldb, p.beta, o.c.data(), o.ldc, opt);
+      } else {
+        gemm_bf16_batched(1, heads, p.m, p.n, p.k, {o.a.data(), o.lda, p.ta, 0, o.sa},
+                          {o.b.data(), o.ldb, p.tb, 0, o.sb}, p.beta, {o.c.data(), o.ldc, 0, o.sc}, opt);
+      }
+    });
+    benchmark::DoNotOptimize(o.c.data());
+  }
+  set_counters(state, p.useful_macs * heads, threads, watch);
+}
+
+// ---- OpenBLAS sgemm, split as heed's fp32 matmul splits it ----
+void run_sgemm(benchmark::State& state, const Product& p, int64_t heads, int threads) {
+  set_num_threads(threads);  // also keeps OpenBLAS itself single-threaded (core/parallel.h)
+  Operands o(p, heads);
+  const auto ta = p.ta ? CblasTrans : CblasNoTrans, tb = p.tb ? CblasTrans : CblasNoTrans;
+  auto call = [&](int64_t h, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const float* pa = o.a.data() + h * o.sa + (p.ta ? m0 : m0 * o.lda);
+    const float* pb = o.b.data() + h * o.sb + (p.tb ? n0 * o.ldb : n0);
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m1 - m0), static_cast<int>(n1 - n0), static_cast<int>(p.k), 1.0f,
+                pa, static_cast<int>(o.lda), pb, static_cast<int>(o.ldb), p.beta, o.c.data() + h * o.sc + m0 * o.ldc + n0,
+                static_cast<int>(o.ldc));
+  };
+  Stopwatch watch;
+  for (auto _ : state) {
+    watch.time([&] {
+      if (heads > 1) {
+        parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
+          for (int64_t h = h0; h < h1; ++h) call(h, 0, p.m, 0, p.n);
+        });
+      } else if (p.m >= p.n) {
+        parallel_for(p.m, 1, [&](int64_t r0, int64_t r1) { call(0, r0, r1, 0, p.n); });
+      } else {
+        parallel_for(p.n, 1, [&](int64_t c0, int64_t c1) { call(0, 0, p.m, c0, c1); });
+      }
+    });
+    benchmark::DoNotOptimize(o.c.data());
+  }
+  set_counters(state, p.useful_macs * heads, threads, watch);
+}
+
+#ifdef HEED_BENCH_DNNL
+// ---- oneDNN matmul, bf16 in, fp32 out; `convert`: the fp32 -> bf16 reorders inside the loop ----
+void run_dnnl(benchmark::State& state, const Product& p, int64_t heads, int threads, bool convert) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  omp_set_num_threads(threads);
+  Operands o(p, heads);
+  // Strides of op(A) (m x k), op(B) (k x n) and C, with a leading batch axis of heads.
+  const dims a_dims{heads, p.m, p.k}, b_dims{heads, p.k, p.n}, c_dims{heads, p.m, p.n};
+  const dims a_str{o.sa, p.ta ? 1 : o.lda, p.ta ? o.lda : 1}, b_str{o.sb, p.tb ? 1 : o.ldb, p.tb ? o.ldb : 1},
+      c_str{o.sc, o.ldc, 1};
+  const dnnl::memory::desc a32(a_dims, dt::f32, a_str), b32(b_dims, dt::f32, b_str), c32(c_dims, dt::f32, c_str);
+  const dnnl::memory::desc a16(a_dims, dt::bf16, a_str), b16(b_dims, dt::bf16, b_str);
+  dnnl::primitive_attr attr;
+  if (p.beta == 1.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a16, b16, c32), attr, engine);
+  dnnl::memory ma32(a32, engine, o.a.data()), mb32(b32, engine, o.b.data()), mc(c32, engine, o.c.data());
+  dnnl::memory ma16(a16, engine), mb16(b16, engine);
+  dnnl::reorder cvt_a(ma32, ma16), cvt_b(mb32, mb16);
+  cvt_a.execute(stream, ma32, ma16);
+  cvt_b.execute(stream, mb32, mb16);
+  dnnl::matmul mm(pd);
+  Stopwatch watch;
+  for (auto _ : state) {
+    watch.time([&] {
+      if (convert) {
+        cvt_a.execute(stream, ma32, ma16);
+        cvt_b.execute(stream, mb32, mb16);
+      }
+      mm.execute(stream, {{DNNL_ARG_SRC, ma16}, {DNNL_ARG_WEIGHTS, mb16}, {DNNL_ARG_DST, mc}});
+      stream.wait();
+    });
+  }
+  state.SetLabel(pd.impl_info_str());
+  set_counters(state, p.useful_macs * heads, threads, watch);
+}
+#endif
+
+// Registers one benchmark per implementation, product and thread count, named
+// <group>/<config>/<product>/<implementation>/threads:<n>.
+void register_all() {
+  const std::vector<int> thread_counts{1, 2};
+  for (const Config& c : kConfigs) {
+    for (const Product& p : linear_products(c)) {
+      const std::string base = std::string("linear/") + c.name + "/" + p.label + "/";
+      for (int t : thread_counts) {
+        const std::string suffix = "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark((base + "heed" + suffix).c_str(), [p, t](benchmark::State& s) {
+          run_heed(s, p, 1, Bf16Skip::none, t, Bf16Kernel::automatic);
+        })->Unit(benchmark::kMillisecond)->UseRealTime();
+        benchmark::RegisterBenchmark((base + "sgemm" + suffix).c_str(), [p, t](benchmark::State& s) {
+          run_sgemm(s, p, 1, t);
+        })->Unit(benchmark::kMillisecond)->UseRealTime();
+#ifdef HEED_BENCH_DNNL
+        for (bool convert : {false, true})
+          benchmark::RegisterBenchmark((base + (convert ? "dnnl+cvt" : "dnnl") + suffix).c_str(),
+                                       [p, t, convert](benchmark::State& s) { run_dnnl(s, p, 1, t, convert); })
+              ->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
+      }
+      if (std::string(c.name) == "small")  // the fallback's speed, once per shape
+        benchmark::RegisterBenchmark((base + "heed-emulated/threads:1").c_str(), [p](benchmark::State& s) {
+          run_heed(s, p, 1, Bf16Skip::none, 1, Bf16Kernel::emulated);
+        })->Unit(benchmark::kMillisecond)->UseRealTime();
+    }
+    const int64_t heads = c.B * c.nh;
+    for (const HeadProduct& hp : attention_products(c)) {
+      const std::string base = std::string("attention/") + c.name + "/" + hp.p.label + "/";
+      for (int t : thread_counts) {
+        const std::string suffix = "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark((base + "heed" + suffix).c_str(), [hp, heads, t](benchmark::State& s) {
+          run_heed(s, hp.p, heads, hp.skip, t, Bf16Kernel::automatic);
+        })->Unit(benchmark::kMillisecond)->UseRealTime();
+        benchmark::RegisterBenchmark((base + "sgemm" + suffix).c_str(), [hp, heads, t](benchmark::State& s) {
+          run_sgemm(s, hp.p, heads, t);
+        })->Unit(benchmark::kMillisecond)->UseRealTime();
+#ifdef HEED_BENCH_DNNL
+        for (bool convert : {false, true})
+          benchmark::RegisterBenchmark((base + (convert ? "dnnl+cvt" : "dnnl") + suffix).c_str(),
+                                       [hp, heads, t, convert](benchmark::State& s) { run_dnnl(s, hp.p, heads, t, convert); })
+              ->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("heed_cpu", cpu_json());
+  const GemmBf16Blocking small_fwd = gemm_bf16_blocking(4096, 1152, 384, false);
+  benchmark::AddCustomContext("heed_blocking_4096x1152x384",
+                              "mr " + std::to_string(small_fwd.mr) + " nr " + std::to_string(small_fwd.nr) + " kc " +
+                                  std::to_string(small_fwd.kc) + " mc " + std::to_string(small_fwd.mc) + " nc " +
+                                  std::to_string(small_fwd.nc));
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
