@@ -26,7 +26,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -95,23 +97,33 @@ std::vector<HeadProduct> attention_products(const Config& c) {
           {{"dv", true, false, T, hd, T, 0.0f, useful}, Bf16Skip::a_below}};
 }
 
+// 64-byte aligned floats, as heed's tensor storage is (an unaligned C costs the kernels a split
+// store per vector).
+class AlignedFloats {
+ public:
+  explicit AlignedFloats(int64_t n = 0)
+      : data_(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((n * 4 + 63) / 64 * 64)))), n_(n) {}
+  float* data() { return data_.get(); }
+  int64_t size() const { return n_; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  int64_t n_;
+};
+
 // Operands for `count` products of one shape, each contiguous, with normal(0, 1) entries.
 struct Operands {
   int64_t lda, ldb, ldc, sa, sb, sc;  // leading dimensions and per-product strides
-  std::vector<float> a, b, c;
-  Operands(const Product& p, int64_t count) {
-    lda = p.ta ? p.m : p.k;
-    ldb = p.tb ? p.k : p.n;
-    ldc = p.n;
-    sa = p.m * p.k, sb = p.k * p.n, sc = p.m * p.n;
+  AlignedFloats a, b, c;
+  Operands(const Product& p, int64_t count)
+      : lda(p.ta ? p.m : p.k), ldb(p.tb ? p.k : p.n), ldc(p.n), sa(p.m * p.k), sb(p.k * p.n), sc(p.m * p.n),
+        a(sa * count), b(sb * count), c(sc * count) {
     Generator gen(7);
-    auto fill = [&](std::vector<float>& v, int64_t n) {
-      v.resize(static_cast<size_t>(n));
-      for (auto& x : v) x = static_cast<float>(gen.normal());
-    };
-    fill(a, sa * count);
-    fill(b, sb * count);
-    fill(c, sc * count);
+    for (AlignedFloats* v : {&a, &b, &c})
+      for (int64_t i = 0; i < v->size(); ++i) v->data()[i] = static_cast<float>(gen.normal());
   }
 };
 

@@ -80,20 +80,24 @@ constexpr int64_t word_offset(int64_t r, int64_t u) {
 
 // ---- portable packing and kernel: the emulated path ----
 
-// Element by element through to_bf16; the reference for the vectorised packing below.
+// Element by element through to_bf16, reading the source along its rows; the reference for the
+// vectorised packing below.
 template <int64_t R, bool kByRow>
 void pack_portable(const Source& src, int64_t r0, int64_t rows, int64_t k0, int64_t kb, uint32_t* dst) {
   const int64_t pairs = padded_pairs(kb);
-  auto element = [&](int64_t r, int64_t k) {
-    if (r >= rows || k >= kb) return 0.0f;
-    return src.k_contiguous ? src.data[(r0 + r) * src.ld + k0 + k] : src.data[(k0 + k) * src.ld + r0 + r];
+  std::fill(dst, dst + ceil_div(rows, R) * R * pairs, 0u);  // the padding, and the halves ORed in below
+  auto put = [&](int64_t r, int64_t k, float x) {
+    const int64_t p = k / 2;
+    dst[(r / R) * R * pairs + (p / kChunk) * kChunk * R + word_offset<R, kByRow>(r % R, p % kChunk)] |=
+        uint32_t(to_bf16(x)) << (16 * (k % 2));
   };
-  for (int64_t s = 0; s < ceil_div(rows, R); ++s, dst += R * pairs)
-    for (int64_t p = 0; p < pairs; ++p)
-      for (int64_t r = 0; r < R; ++r) {
-        const uint32_t lo = to_bf16(element(s * R + r, 2 * p)), hi = to_bf16(element(s * R + r, 2 * p + 1));
-        dst[(p / kChunk) * kChunk * R + word_offset<R, kByRow>(r, p % kChunk)] = lo | (hi << 16);
-      }
+  if (src.k_contiguous) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < kb; ++k) put(r, k, src.data[(r0 + r) * src.ld + k0 + k]);
+  } else {
+    for (int64_t k = 0; k < kb; ++k)
+      for (int64_t r = 0; r < rows; ++r) put(r, k, src.data[(k0 + k) * src.ld + r0 + r]);
+  }
 }
 
 // The same pairs in the same order as VDPBF16PS, on fp32 arithmetic. A bf16 value widened to
