@@ -17,17 +17,22 @@
 //
 // Every element of A and B is rounded to bf16 (to_bf16 in core/ops/bf16.h: nearest, ties to
 // even) once, when it is packed into the kernel's panels; each product of two bf16 values is exact
-// in fp32, and the sums are fp32 (for each output, pairs of products in k order, each added with
-// one fp32 rounding). As in VDPBF16PS, bf16 denormals count as zero in the products and fp32
-// denormal results become zero. C is fp32 in and out.
+// in fp32, and the sums are fp32: for each output, the pairs of products (k = 2p, 2p + 1) in
+// increasing p, the odd one first, each added with one fp32 rounding. As in VDPBF16PS, bf16
+// denormals count as zero in the products and fp32 denormal results become zero. C is fp32 in and
+// out. The order of the sums depends on the blocking, which depends on the CPU's caches (as
+// OpenBLAS's kernels do), never on the thread count: the same machine gives the same bits.
+//
+// Speed: C, A and B as heed's tensors are (64-byte aligned, rows a multiple of 16 floats apart)
+// run fastest; a row of C that starts mid-line splits every vector store in two.
 #pragma once
 
 #include <cstdint>
 
 namespace heed {
 
-/// The code that does the arithmetic. Both give the same bits for the same inputs (whenever no
-/// partial sum or product is an fp32 denormal); the emulated one runs on any CPU.
+/// The code that does the arithmetic. Both give the same bits for the same inputs (unless a
+/// product of two bf16 values is an fp32 denormal); the emulated one runs on any CPU.
 enum class Bf16Kernel {
   automatic,    ///< avx512_bf16 where the CPU has it, else emulated
   avx512_bf16,  ///< VDPBF16PS on 512-bit registers; throws heed::Error on a CPU without it
@@ -35,13 +40,14 @@ enum class Bf16Kernel {
 };
 
 /// Parts of a product known to be unneeded or zero, relative to the diagonal col = row + diagonal
-/// (attention's causal mask), skipped a tile at a time; the result is what the full product gives
-/// when the skipped entries of A are zero.
+/// (attention's causal mask), skipped a 12 x 32 tile of C or a 32-deep chunk of k at a time. The
+/// entries said to be zero must be (as the softmax's masked weights are): those within a chunk of
+/// the diagonal are still read, the others are not.
 enum class Bf16Skip {
   none,
   c_above,  ///< C(i, j) is not needed for j > i + diagonal: such entries may hold anything after
-  a_above,  ///< op(A)(i, k) is zero for k > i + diagonal: not read
-  a_below,  ///< op(A)(i, k) is zero for k < i + diagonal: not read
+  a_above,  ///< op(A)(i, k) is zero for k > i + diagonal
+  a_below,  ///< op(A)(i, k) is zero for k < i + diagonal
 };
 
 struct GemmBf16Options {
