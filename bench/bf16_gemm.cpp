@@ -5,7 +5,8 @@
 //
 //   ./build/heed_bench_bf16 --benchmark_filter='linear/small'           # small's Linear products
 //   ./build/heed_bench_bf16 --benchmark_filter='attention/small'
-//   ./build/heed_bench_bf16 --benchmark_filter='heed|sgemm|dnnl'        # one implementation
+//   ./build/heed_bench_bf16 --benchmark_filter='ceiling'                # operands in cache
+//   ./build/heed_bench_bf16 --benchmark_filter='/heed/'                 # one implementation
 //
 // Linear products per layer: fwd y = x W^T (rows x out x in), dx = dy W (rows x in x out),
 // dw += dy^T x (out x in x rows, beta 1). Attention products per head (T x T scores, head_dim hd,
@@ -252,6 +253,17 @@ void run_dnnl(benchmark::State& state, const Product& p, int64_t heads, int thre
 // Registers one benchmark per implementation, product and thread count, named
 // <group>/<config>/<product>/<implementation>/threads:<n>.
 void register_all() {
+  // The ceiling: a product whose operands stay in L2 (fp32 A 192 KB, B 256 KB), packing included.
+  const Product in_cache{"in_cache", false, false, 96, 128, 512, 0.0f, 96.0 * 128 * 512};
+  benchmark::RegisterBenchmark("ceiling/in_cache/heed/threads:1", [in_cache](benchmark::State& s) {
+    run_heed(s, in_cache, 1, Bf16Skip::none, 1, Bf16Kernel::automatic);
+  })->Unit(benchmark::kMicrosecond)->UseRealTime();
+#ifdef HEED_BENCH_DNNL
+  for (bool convert : {false, true})
+    benchmark::RegisterBenchmark(convert ? "ceiling/in_cache/dnnl+cvt/threads:1" : "ceiling/in_cache/dnnl/threads:1",
+                                 [in_cache, convert](benchmark::State& s) { run_dnnl(s, in_cache, 1, 1, convert); })
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+#endif
   const std::vector<int> thread_counts{1, 2};
   for (const Config& c : kConfigs) {
     for (const Product& p : linear_products(c)) {
