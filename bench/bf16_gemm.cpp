@@ -16,12 +16,14 @@
 //   heed:    gemm_bf16, fp32 in and out (inputs rounded to bf16 when packed), split over heed's
 //            pool (attention: a head per chunk);
 //   sgemm:   cblas_sgemm (fp32), single-threaded OpenBLAS split over heed's pool as heed's fp32
-//            matmul splits it (the longer side of C, or heads);
+//            matmul splits it (the longer side of C, or heads, in chunks of >= 2^19 multiply-adds);
 //   dnnl:    oneDNN matmul on bf16 inputs converted beforehand (the matmul alone), fp32 out, its
 //            own OpenMP threads;
 //   dnnl+cvt: the same plus the fp32 -> bf16 reorders of both inputs on every call, which is what
 //            a training step must do (weights and activations change every step).
-// Quote figures from one run only, alternating with nothing else running (the machines are shared).
+// Quote figures from one run only, alternating with nothing else running (the machines are shared):
+// bench/bf16_compare.py runs every benchmark in its own process, the implementations of a product
+// back to back in rotating order, and reports the best of several rounds.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -181,6 +183,8 @@ void run_sgemm(benchmark::State& state, const Product& p, int64_t heads, int thr
   set_num_threads(threads);  // also keeps OpenBLAS itself single-threaded (core/parallel.h)
   Operands o(p, heads);
   const auto ta = p.ta ? CblasTrans : CblasNoTrans, tb = p.tb ? CblasTrans : CblasNoTrans;
+  // Chunks of at least 2^19 multiply-adds, the grain of heed's fp32 matmul (core/ops/matmul.cpp).
+  auto grain = [](int64_t macs_per_item) { return std::max<int64_t>(1, (int64_t(1) << 19) / std::max<int64_t>(macs_per_item, 1)); };
   auto call = [&](int64_t h, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const float* pa = o.a.data() + h * o.sa + (p.ta ? m0 : m0 * o.lda);
     const float* pb = o.b.data() + h * o.sb + (p.tb ? n0 * o.ldb : n0);
@@ -192,13 +196,13 @@ void run_sgemm(benchmark::State& state, const Product& p, int64_t heads, int thr
   for (auto _ : state) {
     watch.time([&] {
       if (heads > 1) {
-        parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
+        parallel_for(heads, grain(p.m * p.n * p.k), [&](int64_t h0, int64_t h1) {
           for (int64_t h = h0; h < h1; ++h) call(h, 0, p.m, 0, p.n);
         });
       } else if (p.m >= p.n) {
-        parallel_for(p.m, 1, [&](int64_t r0, int64_t r1) { call(0, r0, r1, 0, p.n); });
+        parallel_for(p.m, grain(p.n * p.k), [&](int64_t r0, int64_t r1) { call(0, r0, r1, 0, p.n); });
       } else {
-        parallel_for(p.n, 1, [&](int64_t c0, int64_t c1) { call(0, 0, p.m, c0, c1); });
+        parallel_for(p.n, grain(p.m * p.k), [&](int64_t c0, int64_t c1) { call(0, 0, p.m, c0, c1); });
       }
     });
     benchmark::DoNotOptimize(o.c.data());

@@ -510,8 +510,10 @@ Bf16Kernel bf16_kernel() {
 }
 
 GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a) {
-  const CpuInfo& cpu = cpu_info();
   constexpr int64_t kBytes = 2;  // per bf16 element
+  struct Limits {
+    int64_t kc_max, kc_max_transposed, l2_half, l3_half;
+  };
   // C is read and written once per k slice, from memory at these sizes, so slices are as deep as
   // the caches allow: a kc x nr strip of B (read from L2 by every tile of its column) in a quarter
   // of L2. L1 is not the limit: a tile streams its strips of A and B from L2 at about 7 bytes per
@@ -519,16 +521,20 @@ GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_
   // from runs of mc floats of source rows far apart in memory, which only read near memory speed
   // when long, so its blocks keep at least kMinTransposedRows rows and the slices get shallower
   // (its C, a weight gradient, is small enough to stay in cache between slices).
-  constexpr int64_t kMinTransposedRows = 512;  // 2 KB of each source row per run
-  const int64_t l2_half = cpu.l2_bytes / 2;
-  int64_t kc_max = cpu.l2_bytes / 4 / (kNR * kBytes);
-  if (trans_a) kc_max = std::min(kc_max, l2_half / (kMinTransposedRows * kBytes));
-  kc_max = std::max<int64_t>(2 * kChunk, kc_max / (2 * kChunk) * (2 * kChunk));
-  GemmBf16Blocking b{kMR, kNR, balanced_block(std::max<int64_t>(k, 1), kc_max, 2 * kChunk), 0, 0};
+  static const Limits limits = [] {
+    constexpr int64_t kMinTransposedRows = 512;  // 2 KB of each source row per run
+    const CpuInfo& cpu = cpu_info();
+    auto whole_chunks = [](int64_t kc) { return std::max<int64_t>(2 * kChunk, kc / (2 * kChunk) * (2 * kChunk)); };
+    const int64_t kc_max = whole_chunks(cpu.l2_bytes / 4 / (kNR * kBytes));
+    return Limits{kc_max, std::min(kc_max, whole_chunks(cpu.l2_bytes / 2 / (kMinTransposedRows * kBytes))),
+                  cpu.l2_bytes / 2, cpu.l3_per_core() / 2};
+  }();
+  GemmBf16Blocking b{kMR, kNR, 0, 0, 0};
+  b.kc = balanced_block(std::max<int64_t>(k, 1), trans_a ? limits.kc_max_transposed : limits.kc_max, 2 * kChunk);
   // The packed block of A, reused by every strip of B, in half of L2; the panel of B in half of
   // this core's share of L3.
-  const int64_t mc_max = std::max<int64_t>(kMR, l2_half / (b.kc * kBytes) / kMR * kMR);
-  const int64_t nc_max = std::max<int64_t>(kNR, cpu.l3_per_core() / 2 / (b.kc * kBytes) / kNR * kNR);
+  const int64_t mc_max = std::max<int64_t>(kMR, limits.l2_half / (b.kc * kBytes) / kMR * kMR);
+  const int64_t nc_max = std::max<int64_t>(kNR, limits.l3_half / (b.kc * kBytes) / kNR * kNR);
   b.mc = balanced_block(std::max<int64_t>(m, 1), mc_max, kMR);
   b.nc = balanced_block(std::max<int64_t>(n, 1), nc_max, kNR);
   return b;
