@@ -299,7 +299,8 @@ std::string cpu_json() {
   j["cache_bytes"] = {{"l1d", c.l1d_bytes}, {"l2", c.l2_bytes}, {"l3", c.l3_bytes}, {"l3_shared_by", c.l3_shared_by},
                       {"detected", c.caches_detected}};
   j["cores"] = c.cores;
-  j["peak_gflops_per_core"] = {{"fp32_fma", one_decimal(p.fp32_fma_gflops)}, {"bf16_dot", one_decimal(p.bf16_dot_gflops)}};
+  j["peak_gflops_per_core"] = {{"fp32_fma", one_decimal(p.fp32_fma_gflops)}, {"bf16_dot", one_decimal(p.bf16_dot_gflops)},
+                               {"seconds", std::round(p.seconds * 1000.0) / 1000.0}};
   return j.dump();
 }
 

@@ -66,7 +66,7 @@ const CpuPeaks& cpu_peaks();
 /// cpu_info() and cpu_peaks() as one JSON object on one line, for `heed bench` and benchmarks:
 /// {"vendor", "model_name", "family", "model", "stepping", "isa": {...}, "vector_bits",
 ///  "cache_bytes": {"l1d", "l2", "l3", "l3_shared_by", "detected"}, "cores", "peak_gflops_per_core":
-///  {"fp32_fma", "bf16_dot"}}. Measures the peaks if that has not happened yet.
+///  {"fp32_fma", "bf16_dot", "seconds"}}. Measures the peaks if that has not happened yet.
 std::string cpu_json();
 
 }  // namespace heed

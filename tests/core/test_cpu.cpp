@@ -129,4 +129,5 @@ TEST_CASE("cpu_json is one JSON object holding cpu_info and cpu_peaks", "[cpu]")
         Approx(cpu_peaks().fp32_fma_gflops).margin(0.05));
   CHECK(j.at("peak_gflops_per_core").at("bf16_dot").get<double>() ==
         Approx(cpu_peaks().bf16_dot_gflops).margin(0.05));
+  CHECK(j.at("peak_gflops_per_core").at("seconds").get<double>() == Approx(cpu_peaks().seconds).margin(0.0005));
 }
