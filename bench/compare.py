@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """heed vs PyTorch, side by side: runs `heed bench` and the PyTorch reference
-(../shared/bench/torch_chargpt.py --bench) alternately (A B A B ...) for each config, and prints
+(scripts/torch_reference.py --bench) alternately (A B A B ...) for each config, and prints
 per config the heed/PyTorch ratio of tokens/s (median and spread over the pairs), the peak RSS
 of each program, and the model FLOP utilisation (MFU) of each against the machine's measured
-2-thread SGEMM peak (../shared/bench/sgemm_peak.py).
+2-thread SGEMM peak (OpenBLAS's cblas_sgemm on 2048 x 2048 matrices, timed here: sgemm_peak).
 
 FLOPs per iteration (nanoGPT's estimate_mfu, PaLM appendix B), for one forward+backward:
     (6 * N + 12 * n_layer * n_embd * block_size) * block_size * batch_size
@@ -23,7 +23,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SHARED = os.path.join(ROOT, "..", "shared", "bench")
+REFERENCE = os.path.join(ROOT, "scripts", "torch_reference.py")
 
 CONFIGS = {  # n_layer, n_head, n_embd, block_size, batch_size, bench iterations
     "tiny": (2, 2, 64, 32, 8, 200),
@@ -52,11 +52,38 @@ def child_rss(cmd, env):
         return None
 
 
-def sgemm_peak(env):
-    p = subprocess.run(["/usr/bin/python3", os.path.join(SHARED, "sgemm_peak.py"), "--threads", "2",
-                        "--only", "square 2048", "--repeats", "3"], env=env, capture_output=True, text=True)
-    rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-    return max(r["gflops_median"] for r in rows) if rows else None
+SGEMM_PROBE = r"""
+import ctypes, statistics, sys, time
+lib = ctypes.CDLL("libopenblas.so.0")  # loaded first: it reads OPENBLAS_CORETYPE now
+import numpy as np
+n, threads = 2048, int(sys.argv[1])
+lib.openblas_set_num_threads(threads)
+i, f, p = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
+lib.cblas_sgemm.argtypes = [i, i, i, i, i, i, f, p, i, p, i, f, p, i]
+a, b = (np.random.default_rng(k).standard_normal((n, n), dtype=np.float32) for k in (0, 1))
+c = np.empty((n, n), dtype=np.float32)
+call = lambda: lib.cblas_sgemm(101, 111, 111, n, n, n, 1.0, a.ctypes.data, n, b.ctypes.data, n, 0.0, c.ctypes.data, n)
+call()
+rates = []
+for _ in range(3):  # each repeat calls for at least 0.25 s
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 0.25:
+        call()
+        calls += 1
+    rates.append(2.0 * n ** 3 * calls / (time.perf_counter() - t0) / 1e9)
+# a broken call must not pass for a fast one
+assert abs(float(c[5, 7]) - float(a[5].astype(np.float64) @ b[:, 7].astype(np.float64))) < 1e-2
+print(statistics.median(rates))
+"""
+
+
+def sgemm_peak(env, threads=2):
+    """The median GFLOP/s of OpenBLAS's cblas_sgemm on 2048 x 2048 matrices, in this environment."""
+    p = subprocess.run(["/usr/bin/python3", "-c", SGEMM_PROBE, str(threads)], env=env, capture_output=True, text=True)
+    try:
+        return round(float(p.stdout.strip().splitlines()[-1]), 1)
+    except (ValueError, IndexError):
+        return None
 
 
 def main():
@@ -85,8 +112,8 @@ def main():
         flags = ["--n-layer", str(L), "--n-head", str(H), "--n-embd", str(C), "--block-size", str(T),
                  "--batch-size", str(B), "--dropout", "0"]
         heed_cmd = [a.heed, "bench", *flags, "--no-bias", "--threads", "2", "--iters", str(iters)]
-        torch_cmds = {f"{tt},{tb}": ["/usr/bin/python3", os.path.join(SHARED, "torch_chargpt.py"), *flags,
-                                    "--threads", tt, "--blas_threads", tb, "--bench", str(iters)]
+        torch_cmds = {f"{tt},{tb}": ["/usr/bin/python3", REFERENCE, *flags,
+                                    "--threads", tt, "--blas-threads", tb, "--bench", str(iters)]
                       for tt, tb in splits}
         ratios, heed_tps, torch_tps, fl = [], [], [], None
         heed_rss, torch_rss = [], []

@@ -1,14 +1,24 @@
 // Kernel benchmarks (Google Benchmark): the ops a GPT training step spends its time in, at the
-// shapes of the baby (default) and small configs, forward and backward, on 1 and 2 threads.
+// shapes of the baby (default) and small configs, forward and backward, on 1 and 2 threads; and
+// the platform facts the kernels are designed around (docs/platform.md): the cost of a fresh
+// page, std::exp against xsimd's, and a row softmax written with xtensor expressions.
 // Build: apt-get install libbenchmark-dev, then the target heed_bench_kernels appears.
 //   ./build/heed_bench_kernels --benchmark_filter=attention
 //   ./build/heed_bench_kernels --benchmark_filter="attention_(scores|weighted)"   # the per-head kernels
 // Quote figures only from one run, side by side (these machines are noisy).
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xtensor.hpp>
 
 #include "core/heed.h"
+#include "core/ops/attention_kernels.h"
+#include "core/ops/simd_rows.h"
 #include "nn/attention.h"
-#include "nn/attention_kernels.h"
 #include "nn/layer_norm.h"
 
 using namespace heed;
@@ -99,9 +109,9 @@ struct HeadData {
 // exactly T (range(1) = 0: at T = 256 the rows are 1 KB apart and share a quarter of L1's sets).
 void BM_attention_scores(benchmark::State& state) {
   HeadData d(config_of(state.range(0)), state.range(1) ? 16 : 0);
-  nn::kernels::transpose(d.kt.data(), d.kt_ld, d.qkv.data() + d.hd, d.ld, d.T, d.hd);
+  detail::kernels::transpose(d.kt.data(), d.kt_ld, d.qkv.data() + d.hd, d.ld, d.T, d.hd);
   for (auto _ : state) {
-    nn::kernels::a_bt(d.scores.data(), d.T, d.qkv.data(), d.ld, d.kt.data(), d.kt_ld, d.T, d.hd,
+    detail::kernels::a_bt(d.scores.data(), d.T, d.qkv.data(), d.ld, d.kt.data(), d.kt_ld, d.T, d.hd,
                       [&](int64_t i) { return i + 1; });
     benchmark::DoNotOptimize(d.scores.data());
   }
@@ -115,10 +125,10 @@ void BM_attention_weighted_sum(benchmark::State& state) {
   const bool transposed = state.range(1) != 0;
   for (auto _ : state) {
     if (transposed) {
-      nn::kernels::p_v(d.out.data(), d.ld, d.scores.data(), 1, d.T, d.qkv.data(), d.ld, d.T, d.hd,
+      detail::kernels::p_v(d.out.data(), d.ld, d.scores.data(), 1, d.T, d.qkv.data(), d.ld, d.T, d.hd,
                        [&](int64_t j) { return std::pair<int64_t, int64_t>{j, d.T}; });
     } else {
-      nn::kernels::p_v(d.out.data(), d.ld, d.scores.data(), d.T, 1, d.qkv.data(), d.ld, d.T, d.hd,
+      detail::kernels::p_v(d.out.data(), d.ld, d.scores.data(), d.T, 1, d.qkv.data(), d.ld, d.T, d.hd,
                        [&](int64_t i) { return std::pair<int64_t, int64_t>{0, i + 1}; });
     }
     benchmark::DoNotOptimize(d.out.data());
@@ -162,6 +172,88 @@ void BM_cross_entropy_fwd_bwd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_cross_entropy_fwd_bwd)->Apply(args);
+
+// ------------------------------------------------------------------------------------------
+// Platform facts (docs/platform.md).
+
+// Writing one byte to every 4 KiB page of a fresh 64 MiB mapping (range(0) = 1) against the same
+// pages once they have been touched (0): the first write of a page faults into the kernel, which
+// zeroes it. The counter per_page is seconds per page ("11u": 11 microseconds).
+void BM_page_first_touch(benchmark::State& state) {
+  constexpr size_t kBytes = size_t(64) << 20, kPage = 4096;
+  const bool fresh = state.range(0) != 0;
+  auto map = [] {
+    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    return static_cast<char*>(p);
+  };
+  char* buf = fresh ? nullptr : map();
+  if (buf) std::memset(buf, 1, kBytes);
+  for (auto _ : state) {
+    if (fresh) {
+      state.PauseTiming();
+      buf = map();
+      state.ResumeTiming();
+    }
+    for (size_t i = 0; i < kBytes; i += kPage) buf[i] = static_cast<char>(i);
+    benchmark::ClobberMemory();
+    if (fresh) {
+      state.PauseTiming();
+      munmap(buf, kBytes);
+      state.ResumeTiming();
+    }
+  }
+  if (!fresh) munmap(buf, kBytes);
+  state.counters["per_page"] = benchmark::Counter(
+      static_cast<double>(kBytes / kPage), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_page_first_touch)->Arg(0)->Arg(1)->ArgName("fresh")->Unit(benchmark::kMillisecond);
+
+// sum of exp(x) over 1 M floats: a plain std::exp loop (GCC does not vectorise it) against
+// row_exp_sum's xsimd batches (range(0) = 1).
+void BM_exp_sum(benchmark::State& state) {
+  constexpr int64_t n = int64_t(1) << 20;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(std::sin(0.001 * static_cast<double>(i)));
+  for (auto _ : state) {
+    double s = 0;
+    if (state.range(0)) {
+      s = detail::row_exp_sum<float>(nullptr, x.data(), 1.0f, 0.0f, n);
+    } else {
+      float block = 0;
+      for (int64_t i = 0; i < n; ++i) block += std::exp(x[i]);
+      s = block;
+    }
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_exp_sum)->Arg(0)->Arg(1)->ArgName("xsimd")->Unit(benchmark::kMicrosecond);
+
+// Softmax over the rows of a 4096 x 1024 float matrix, one thread: xtensor expressions (max and
+// sum evaluated into containers first: a lazy keep_dims reducer inside a broadcast is wrong in
+// xtensor 0.24.3) against heed's softmax op (range(0) = 1).
+void BM_softmax_rows(benchmark::State& state) {
+  set_num_threads(1);
+  constexpr int64_t R = 4096, C = 1024;
+  Generator gen(8);
+  const Tensor x = Tensor::randn({R, C}, gen);
+  xt::xtensor<float, 2> xx = xt::zeros<float>({R, C});
+  std::copy(x.data<float>(), x.data<float>() + R * C, xx.begin());
+  NoGradGuard no_grad;
+  for (auto _ : state) {
+    if (state.range(0)) {
+      benchmark::DoNotOptimize(softmax(x, -1).data<float>());
+    } else {
+      const xt::xtensor<float, 2> m = xt::amax(xx, {1}, xt::keep_dims | xt::evaluation_strategy::immediate);
+      const xt::xtensor<float, 2> e = xt::exp(xx - m);
+      const xt::xtensor<float, 2> s = xt::sum(e, {1}, xt::keep_dims | xt::evaluation_strategy::immediate);
+      const xt::xtensor<float, 2> y = e / s;
+      benchmark::DoNotOptimize(y.data());
+    }
+  }
+}
+BENCHMARK(BM_softmax_rows)->Arg(0)->Arg(1)->ArgName("heed")->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -24,6 +24,7 @@ double now_seconds() {
 // backward's time, so they report nothing themselves.
 thread_local double g_last_record = 0.0;
 thread_local bool g_in_backward = false;
+thread_local GradReadyHook g_grad_ready_hook;
 }  // namespace
 
 bool grad_mode_enabled() { return g_grad_mode; }
@@ -35,6 +36,11 @@ void set_op_timer(OpTimer timer) {
   g_last_record = now_seconds();
 }
 OpTimer op_timer() { return g_op_timer; }
+
+GradReadyHook set_grad_ready_hook(GradReadyHook hook) {
+  std::swap(hook, g_grad_ready_hook);
+  return hook;
+}
 
 Node::Node(const char* name, std::vector<Tensor> inputs, BackwardFn backward, Shape out_shape,
            DType out_dtype)
@@ -83,6 +89,20 @@ Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, Backward
 // so a gradient that aliases another op's buffer is never written through.
 static void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
 
+// Adds a leaf's gradient from one backward pass into its .grad(), an owned contiguous buffer
+// (gradients accumulate across passes until zero_grad).
+static void add_to_leaf_grad(TensorImpl* impl, Tensor g) {
+  if (impl->grad) {
+    Tensor old(impl->grad);
+    impl->grad = add(old, g).impl_ptr();
+  } else {
+    // Reuse the buffer only when nothing else can see it (another leaf, a view, a closure).
+    const bool owned = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+                       g.is_contiguous() && g.offset() == 0 && g.storage()->numel() == g.numel();
+    impl->grad = (owned ? g.detach() : g.clone().detach()).impl_ptr();
+  }
+}
+
 void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph) {
   HEED_CHECK(root.requires_grad(), "backward: the tensor does not require grad (no input of the "
              "ops that made it requires grad, or it was computed under no_grad)");
@@ -91,6 +111,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     Tensor slot = root.grad();
     accumulate(slot, grad_root);
     root.impl().grad = slot.contiguous().clone().impl_ptr();
+    if (g_grad_ready_hook) g_grad_ready_hook(root);
     return;
   }
 
@@ -113,14 +134,49 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     }
   }
 
+  // With a grad-ready hook, each leaf is finished right after the last Node of the walk that
+  // consumes it (ready_after[k]: the leaves whose last consumer is the k-th Node walked), in the
+  // order the Nodes list them; without one, every leaf is finished at the end.
+  std::vector<std::vector<std::shared_ptr<TensorImpl>>> ready_after;
+  if (g_grad_ready_hook) {
+    auto is_leaf = [](const Tensor& t) { return t.defined() && t.requires_grad() && !t.grad_fn(); };
+    std::unordered_map<TensorImpl*, size_t> last_consumer;
+    for (size_t k = 0; k < order.size(); ++k)
+      for (const Tensor& in : order[order.size() - 1 - k]->inputs_)
+        if (is_leaf(in)) last_consumer[in.impl_ptr().get()] = k;
+    ready_after.resize(order.size());
+    for (size_t k = 0; k < order.size(); ++k)
+      for (const Tensor& in : order[order.size() - 1 - k]->inputs_)
+        if (is_leaf(in)) {
+          auto last = last_consumer.find(in.impl_ptr().get());
+          if (last == last_consumer.end() || last->second != k) continue;
+          ready_after[k].push_back(in.impl_ptr());
+          last_consumer.erase(last);  // a leaf listed twice by one Node is reported once
+        }
+  }
+
   std::unordered_map<Node*, Tensor> grads;
   grads[root.grad_fn().get()] = grad_root;
   std::unordered_map<TensorImpl*, Tensor> leaf_grads;
   std::vector<std::shared_ptr<TensorImpl>> leaf_order;  // owns the leaves, as `order` owns Nodes
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+  auto finish_leaves_after = [&](size_t k) {
+    if (ready_after.empty()) return;
+    for (const auto& leaf : ready_after[k]) {
+      auto it = leaf_grads.find(leaf.get());
+      if (it == leaf_grads.end()) continue;  // no gradient reached it
+      add_to_leaf_grad(leaf.get(), std::move(it->second));
+      leaf_grads.erase(it);
+      g_grad_ready_hook(Tensor(leaf));
+    }
+  };
+  size_t k = 0;
+  for (auto it = order.rbegin(); it != order.rend(); ++it, ++k) {
     Node* node = it->get();
     auto found = grads.find(node);
-    if (found == grads.end()) continue;  // no gradient flows into this op
+    if (found == grads.end()) {  // no gradient flows into this op
+      finish_leaves_after(k);
+      continue;
+    }
     Tensor g = found->second.contiguous();
     grads.erase(found);
     HEED_CHECK(node->backward_, "backward: the graph through '", node->name(),
@@ -160,22 +216,15 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
       node->backward_ = nullptr;
       node->inputs_.clear();
     }
+    in_grads.clear();  // a leaf finished now can then keep its gradient's buffer (no copy)
+    finish_leaves_after(k);
   }
 
   // Leaves get their gradient once, at the end: an owned contiguous buffer, added to what an
   // earlier backward left there (gradients accumulate until zero_grad).
   for (const auto& leaf : leaf_order) {
-    TensorImpl* impl = leaf.get();
-    Tensor g = std::move(leaf_grads[impl]);
-    if (impl->grad) {
-      Tensor old(impl->grad);
-      impl->grad = add(old, g).impl_ptr();
-    } else {
-      // Reuse the buffer only when nothing else can see it (another leaf, a view, a closure).
-      const bool owned = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
-                         g.is_contiguous() && g.offset() == 0 && g.storage()->numel() == g.numel();
-      impl->grad = (owned ? g.detach() : g.clone().detach()).impl_ptr();
-    }
+    auto it = leaf_grads.find(leaf.get());
+    if (it != leaf_grads.end()) add_to_leaf_grad(leaf.get(), std::move(it->second));
   }
 }
 

@@ -73,6 +73,16 @@ class NoGradGuard {
 /// The engine behind Tensor::backward (exposed for tests and tools).
 void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph);
 
+/// Called during a backward pass as soon as a leaf's gradient for that pass is complete: every op
+/// that feeds the leaf has run and its gradient has been added into `leaf.grad()`. Called once
+/// per leaf that receives a gradient, on the thread that runs the backward, before the pass
+/// goes on; leaves that receive none are not reported. Data-parallel training uses it to start
+/// sending a layer's gradients while the layers below are still being differentiated.
+using GradReadyHook = std::function<void(const Tensor& leaf)>;
+/// Installs `hook` for the backward passes this thread runs (an empty function removes it) and
+/// returns the previous one. Without a hook, leaves get their gradients at the end of the pass.
+GradReadyHook set_grad_ready_hook(GradReadyHook hook);
+
 /// Optional per-op timing hook (used by `heed train --profile`). `phase` is "forward" or
 /// "backward"; called with the op name and seconds spent. Null to disable (the default).
 using OpTimer = void (*)(const char* op, const char* phase, double seconds);

@@ -110,4 +110,49 @@ Tensor dropout(const Tensor& a, double p, Generator& gen);
 /// Fused forward and backward.
 Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
 
+// ---------------------------------------------------------------- attention (core/ops/attention.cpp)
+// Shapes: B batch, H (nh) heads, Tq queries, Tk keys, hd = head width. Query i sees the keys
+// j < Tk, or with `causal` j <= i + (Tk - Tq) (aligned bottom-right: with Tq == Tk, j <= i).
+// Masked keys get exactly zero weight, as a -inf fill before the softmax would give; a query whose
+// keys are all masked gets all-zero weights (not NaN), so its output is zero.
+
+/// Which key positions are padding: pad[b * T + t] == 1 marks key t of batch row b.
+struct KeyPaddingMask {
+  std::vector<uint8_t> pad;  ///< B * T flags, row-major; 1 = padding (never attended to)
+  int64_t B = 0;
+  int64_t T = 0;
+};
+
+/// A KeyPaddingMask from per-row lengths: positions >= lengths[b] are padding. Throws on a
+/// length outside [0, T].
+KeyPaddingMask padding_mask_from_lengths(const std::vector<int64_t>& lengths, int64_t T);
+
+/// Fused softmax(scale * scores) over the last axis of scores (B, H, Tq, Tk), masked as above
+/// (causal, and padding: mask->pad[b, j]); forward and backward each one pass per row.
+Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const KeyPaddingMask* mask = nullptr);
+
+/// One of attention_heads' q, k, v: channels [offset, offset + d_model) of a (B, T, width)
+/// projection, read in place (a fused qkv projection is one tensor with offsets 0, C, 2C).
+struct HeadInput {
+  Tensor src;
+  int64_t offset = 0;
+};
+
+struct AttentionHeadsOptions {
+  int64_t n_head = 1;
+  double scale = 1.0;  ///< multiplies the scores (1 / sqrt(head_dim) in scaled dot-product attention)
+  bool causal = false;
+  const KeyPaddingMask* key_padding = nullptr;  ///< (B, Tk), or none
+  double dropout = 0.0;        ///< on the weights, in [0, 1); needs `gen` when > 0
+  Generator* gen = nullptr;    ///< draws the dropout mask
+  Tensor* weights = nullptr;   ///< if set, receives the weights (B, nh, Tq, Tk) before dropout
+};
+
+/// Multi-head attention between projections, as one op: per head h (channels [h hd, (h + 1) hd)
+/// of each input), softmax(scale q_h k_h^T, masked) (dropped out) @ v_h, the heads merged into
+/// the output (B, Tq, d_model). q (B, Tq, *), k and v (B, Tk, *). Throws on mismatched shapes or
+/// a mask that does not match (B, Tk).
+Tensor attention_heads(const HeadInput& q, const HeadInput& k, const HeadInput& v, int64_t d_model,
+                       const AttentionHeadsOptions& options);
+
 }  // namespace heed

@@ -1,5 +1,5 @@
 // Thread count and the worker pool. Like matmul.cpp, this file includes <cblas.h>, which must stay
-// out of every other translation unit (it clashes with xtensor-blas; see docs on dependencies).
+// out of every other translation unit (it clashes with xtensor-blas: docs/platform.md).
 #include "core/parallel.h"
 
 #include <cblas.h>

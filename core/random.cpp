@@ -17,6 +17,23 @@ uint64_t derive_seed(uint64_t seed, uint64_t k) {
   return splitmix64(x);
 }
 
+uint64_t derive_seed(uint64_t seed, std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return derive_seed(seed, h);
+}
+
+Generator& default_generator() {
+  static Generator gen(kDefaultSeed);
+  return gen;
+}
+
+void manual_seed(uint64_t seed) { default_generator().seed_(seed); }
+
+uint64_t seed_or_draw(const std::optional<uint64_t>& seed) {
+  return seed ? *seed : default_generator().next_u64();
+}
+
 void Generator::seed_(uint64_t seed) {
   for (auto& w : s_) w = splitmix64(seed);
 }

@@ -16,9 +16,9 @@ namespace heed {
 // Storage, with a small caching allocator.
 //
 // A training step allocates the same buffer sizes every iteration. Fresh memory costs a page
-// fault per 4 KiB on first touch (~11 us each on these machines: ../shared/docs/dependencies.md,
-// trap 5), and glibc returns large blocks to the OS on free, so without reuse every step pays for
-// its activations again. Freed blocks are kept in per-size free lists and handed back out.
+// fault per 4 KiB on first touch (microseconds each: docs/platform.md, "Memory"), and glibc returns
+// large blocks to the OS on free, so without reuse every step pays for its activations again.
+// Freed blocks are kept in per-size free lists and handed back out.
 
 namespace {
 struct BlockCache {
@@ -157,6 +157,14 @@ Tensor Tensor::rand(const Shape& shape, Generator& gen, double lo, double hi, DT
     for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(lo + (hi - lo) * gen.uniform());
   });
   return t;
+}
+
+Tensor Tensor::randn(const Shape& shape, double std, double mean, DType dtype) {
+  return randn(shape, default_generator(), std, mean, dtype);
+}
+
+Tensor Tensor::rand(const Shape& shape, double lo, double hi, DType dtype) {
+  return rand(shape, default_generator(), lo, hi, dtype);
 }
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {

@@ -71,9 +71,13 @@ class Tensor {
   /// Normal(mean, std) samples from `gen`.
   static Tensor randn(const Shape& shape, Generator& gen, double std = 1.0, double mean = 0.0,
                       DType dtype = DType::f32);
+  /// Normal(mean, std) samples from the default generator (heed::manual_seed).
+  static Tensor randn(const Shape& shape, double std = 1.0, double mean = 0.0, DType dtype = DType::f32);
   /// Uniform [lo, hi) samples from `gen`.
   static Tensor rand(const Shape& shape, Generator& gen, double lo = 0.0, double hi = 1.0,
                      DType dtype = DType::f32);
+  /// Uniform [lo, hi) samples from the default generator (heed::manual_seed).
+  static Tensor rand(const Shape& shape, double lo = 0.0, double hi = 1.0, DType dtype = DType::f32);
 
   // ---- metadata ----
   bool defined() const { return impl_ != nullptr; }

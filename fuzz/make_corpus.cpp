@@ -1,9 +1,15 @@
-// Writes fuzz/corpus/: valid tiny GPT checkpoints (as heed saves them, and as PyTorch names them)
-// and malformed ones, each well under 10 KB. Built in the fuzz build (-DHEED_FUZZ=ON, as
-// scripts/fuzz.sh configures build-fuzz) as `make_fuzz_corpus`, and run by hand as
-// `./build-fuzz/make_fuzz_corpus fuzz/corpus` (fuzz/README.md); the files are kept in the
-// repository, so this only needs to run again when the format changes.
+// Writes the seed corpora of the fuzz targets, each file well under 16 KB:
+//   fuzz/corpus/safetensors/         valid tiny GPT checkpoints (as heed saves them, and as PyTorch
+//                                    names them) and malformed ones;
+//   fuzz/corpus/train_state/         training states of a tiny GPT, valid and tampered;
+//   fuzz/corpus/seq2seq_checkpoint/  tiny seq2seq checkpoints, valid and tampered.
+// Built in the fuzz build (-DHEED_FUZZ=ON, as scripts/fuzz.sh configures build-fuzz) as
+// `make_fuzz_corpus`, and run by hand as `./build-fuzz/make_fuzz_corpus fuzz/corpus`
+// (fuzz/README.md); the files are kept in the repository, so this only needs to run again when a
+// format changes.
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -11,10 +17,16 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
 #include "core/heed.h"
 #include "nn/gpt.h"
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
+#include "optim/adam.h"
+#include "seq2seq_checkpoint.h"
+#include "train_state.h"
 
 using namespace heed;
 
@@ -36,12 +48,81 @@ static std::string raw(const std::string& header, const std::string& data) {
   return b + header + data;
 }
 
+// Writes `f` with `edit` applied to a copy.
+static void save_edited(const std::string& path, const nn::SafetensorsFile& f,
+                        const std::function<void(nn::SafetensorsFile&)>& edit) {
+  nn::SafetensorsFile g = f;
+  edit(g);
+  nn::save_safetensors(path, g.tensors, g.metadata);
+}
+
+// A tiny GPT (vocab 3, 1 layer, n_embd 4, dropout on) after one AdamW step, saved as heed train
+// saves its state; then tampered copies.
+static void write_train_states(const std::string& dir) {
+  cli::TrainStateRecord r;
+  r.options = cli::defaults(cli::train_option_table());
+  r.options.n_layer = 1, r.options.n_head = 2, r.options.n_embd = 4, r.options.block_size = 4;
+  r.options.dropout = 0.1, r.options.batch_size = 2, r.options.max_iters = 4;
+  r.options.warmup_iters = 1, r.options.lr_decay_iters = 4, r.options.data = "/data/corpus.txt";
+  r.iter = 1;
+  r.eval_done = true;
+  r.vocab_utf8 = "\nab";
+  r.elapsed_s = 0.25;
+  r.last_eval = {{"iter", 1}, {"train_loss", 1.0986}, {"val_loss", 1.0987}, {"lr", 0.001}, {"elapsed_s", 0.25}};
+  nn::GPT model(cli::gpt_config(r.options, 3), 1);
+  optim::AdamW opt(optim::param_groups_nanogpt(model.named_parameters(), 0.1), 1e-3, 0.9, 0.99);
+  model.loss({0, 1, 2, 0, 1, 2, 0, 1}, {1, 2, 0, 1, 2, 0, 1, 2}, 2, 4).backward();
+  opt.step();
+  model.zero_grad();
+  Generator data_gen(1337);
+  const std::string valid = dir + "/valid.safetensors";
+  cli::save_train_state(valid, model, opt, data_gen, r);
+  const nn::SafetensorsFile f = nn::load_safetensors(valid);
+  auto meta = [](const char* key, const std::string& value) {
+    return [key, value](nn::SafetensorsFile& g) { g.metadata[key] = value; };
+  };
+  save_edited(dir + "/bad_iter.safetensors", f, meta("iter", "-3"));
+  save_edited(dir + "/bad_optimizer_step.safetensors", f, meta("optimizer_step", "2"));
+  save_edited(dir + "/bad_rng.safetensors", f, meta("data_rng", R"(["0","0","0","0"])"));
+  save_edited(dir + "/bad_dropout_rng.safetensors", f, meta("dropout_rng", "{}"));
+  save_edited(dir + "/bad_options.safetensors", f, meta("options", R"({"n_layer": -1})"));
+  save_edited(dir + "/bad_last_eval.safetensors", f, meta("last_eval", R"({"iter": 7})"));
+  save_edited(dir + "/bad_moment.safetensors", f, [](nn::SafetensorsFile& g) {
+    for (auto& [name, t] : g.tensors)
+      if (name.find("exp_avg_sq") != std::string::npos) t = Tensor::full(t.shape(), -1.0);
+  });
+  save_edited(dir + "/bad_missing_weight.safetensors", f, [](nn::SafetensorsFile& g) { g.tensors.erase(g.tensors.begin()); });
+}
+
+// The smallest seq2seq model (d_model 2, 1 head, 1 layer), then tampered copies.
+static void write_seq2seq_checkpoints(const std::string& dir) {
+  cli::Seq2SeqOptions o = cli::defaults(cli::seq2seq_option_table());
+  o.task = "copy", o.d_model = 2, o.n_head = 1, o.n_layer = 1, o.seed = 3;
+  nn::EncoderDecoder model(cli::seq2seq_model_options(o));
+  const std::string valid = dir + "/valid.safetensors";
+  cli::save_seq2seq(valid, model, o);
+  const nn::SafetensorsFile f = nn::load_safetensors(valid);
+  save_edited(dir + "/bad_huge_config.safetensors", f, [](nn::SafetensorsFile& g) {
+    g.metadata["seq2seq"] = R"({"task":"copy","d_model":4096,"n_head":4,"n_layer":64,"seed":"3"})";
+  });
+  save_edited(dir + "/bad_task.safetensors", f, [](nn::SafetensorsFile& g) {
+    g.metadata["seq2seq"] = R"({"task":"sort","d_model":2,"n_head":1,"n_layer":1})";
+  });
+  save_edited(dir + "/bad_nan.safetensors", f, [](nn::SafetensorsFile& g) {
+    g.tensors.back().second = Tensor::full(g.tensors.back().second.shape(), std::nan(""));
+  });
+  save_edited(dir + "/bad_renamed.safetensors", f, [](nn::SafetensorsFile& g) { g.tensors.back().first = "stray"; });
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_fuzz_corpus DIR\n");
     return 2;
   }
-  const std::string dir = argv[1];
+  const std::string root = argv[1];
+  const std::string dir = root + "/safetensors";
+  for (const char* sub : {"safetensors", "train_state", "seq2seq_checkpoint"})
+    std::filesystem::create_directories(root + "/" + sub);
   auto path = [&](const std::string& name) { return dir + "/" + name; };
 
   // Valid: the smallest sensible GPTs (vocab 3-4, n_embd 4), with and without biases.
@@ -123,6 +204,8 @@ int main(int argc, char** argv) {
     tensors[0].second = Tensor::full(tensors[0].second.shape(), 1e300, DType::f64);  // infinite as float32
     nn::save_safetensors(path("bad_f64_overflow.safetensors"), tensors, f.metadata);
   }
-  std::printf("wrote the corpus to %s\n", dir.c_str());
+  write_train_states(root + "/train_state");
+  write_seq2seq_checkpoints(root + "/seq2seq_checkpoint");
+  std::printf("wrote the corpora to %s\n", root.c_str());
   return 0;
 }

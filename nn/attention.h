@@ -6,15 +6,17 @@
 //   Tensor z = cross.forward(query, memory, &mask);  // query (B, Tq, C), memory (B, Tk, C)
 //
 // Shapes use nanoGPT's names: B batch, T time, C = d_model, nh = n_head, hd = C / nh.
-// The scores q @ k^T are scaled by 1/sqrt(hd) once, masked (causal, padding: as a -inf fill) and
-// softmaxed by fused kernels that skip masked keys; between the projections the whole attention
-// is one autograd op, so the backward writes dq, dk, dv straight into the projections' gradients.
+// Between the projections the whole attention (scores q k^T scaled by 1/sqrt(hd), causal and
+// padding masks, softmax, attention dropout, @ v) is one op, attention_heads (core/ops.h), so the
+// backward writes dq, dk, dv straight into the projections' gradients.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "core/ops.h"
 #include "core/tensor.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
@@ -22,22 +24,10 @@
 
 namespace heed::nn {
 
-/// Which key positions are padding: pad[b * T + t] == 1 marks key t of batch row b as padding.
-struct KeyPaddingMask {
-  std::vector<uint8_t> pad;  ///< B * T flags, row-major; 1 = padding (never attended to)
-  int64_t B = 0;
-  int64_t T = 0;
-};
-
-/// Builds a KeyPaddingMask from per-row lengths: positions >= lengths[b] are padding.
-KeyPaddingMask padding_mask_from_lengths(const std::vector<int64_t>& lengths, int64_t T);
-
-/// Fused softmax(scale * scores) over the last axis of scores (B, H, Tq, Tk), with masked keys
-/// (causal: key j > query i + (Tk - Tq); padding: mask->pad[b, j]) given exactly zero weight, as
-/// a -inf fill before softmax would. A row whose keys are all masked comes out all zeros (not
-/// NaN), so its attention output is zero. The backward is fused too. Differentiable.
-Tensor attention_softmax(const Tensor& scores, double scale, bool causal,
-                         const KeyPaddingMask* mask = nullptr);
+// The mask type and the fused ops live in core/ops.h; these names keep nn:: spellings working.
+using heed::attention_softmax;
+using heed::KeyPaddingMask;
+using heed::padding_mask_from_lengths;
 
 struct MultiHeadAttentionOptions {
   int64_t d_model = 0;
@@ -46,7 +36,9 @@ struct MultiHeadAttentionOptions {
   bool fused_qkv = true;   ///< one c_attn Linear(C, 3C) (nanoGPT); else q_proj, k_proj, v_proj
   bool bias = true;        ///< biases on the projections
   double dropout = 0.0;    ///< on the attention weights and on the output (training mode only)
-  uint64_t seed = 0;       ///< seeds the weight init and the two dropouts
+  /// Root seed of the weights (each Linear's default init, by name: nn::init::by_name) and of the
+  /// two dropouts; none: drawn from the default generator (heed::manual_seed).
+  std::optional<uint64_t> seed = std::nullopt;
 };
 
 /// Multi-head scaled dot-product attention with output projection. Children (nanoGPT names):
@@ -61,9 +53,6 @@ class MultiHeadAttention : public Module {
   Tensor forward(const Tensor& x);
   /// Self-attention with a key padding mask (B, T) (nullptr: none); causal if options().causal.
   Tensor forward(const Tensor& x, const KeyPaddingMask* mask);
-  /// residual + forward(x, mask): a pre-norm block's residual connection; residual has x's
-  /// shape (no broadcasting). Without active dropout the add is folded into c_proj's product.
-  Tensor forward_residual(const Tensor& x, const Tensor& residual, const KeyPaddingMask* mask = nullptr);
   /// Cross-attention: queries from `query` (B, Tq, C), keys and values from `memory` (B, Tk, C);
   /// `memory_mask` (B, Tk) marks padded memory positions. With fused_qkv the rows of c_attn's
   /// weight are split: the first C project the query, the other 2C the memory (keys, values).
@@ -83,10 +72,8 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;
 
  private:
-  // q, k, v: channels [off, off + C) of projections (B, T, *) -> c_proj(attention) (B, Tq, C),
-  // plus residual when it is defined.
-  Tensor attend(const Tensor& q_src, int64_t q_off, const Tensor& k_src, int64_t k_off, const Tensor& v_src,
-                int64_t v_off, const KeyPaddingMask* mask, const Tensor& residual = Tensor());
+  // q, k, v (channel ranges of projections) -> resid_dropout(c_proj(attention)) (B, Tq, C).
+  Tensor attend(const HeadInput& q, const HeadInput& k, const HeadInput& v, const KeyPaddingMask* mask);
 
   MultiHeadAttentionOptions options_;
   int64_t head_dim_ = 0;

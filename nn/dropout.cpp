@@ -4,7 +4,7 @@
 
 namespace heed::nn {
 
-Dropout::Dropout(double p, uint64_t seed) : p_(p), gen_(seed) {
+Dropout::Dropout(double p, std::optional<uint64_t> seed) : p_(p), gen_(seed_or_draw(seed)) {
   HEED_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
 }
 

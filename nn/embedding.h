@@ -15,11 +15,15 @@ namespace heed::nn {
 
 class Embedding : public Module {
  public:
-  /// weight [num_embeddings, dim] drawn normal(0, 1) as PyTorch (`gen` null: a fixed seed).
+  /// weight [num_embeddings, dim] drawn normal(0, 1) as PyTorch, from `gen` (null: the default
+  /// generator).
   Embedding(int64_t num_embeddings, int64_t dim, Generator* gen = nullptr);
 
   /// ids (ids_shape, e.g. (B, T)) -> (ids_shape..., dim); throws naming an out-of-range id.
   Tensor forward(const std::vector<int32_t>& ids, const Shape& ids_shape);
+
+  /// normal(0, 1) for "weight".
+  void reset_parameter(const std::string& name, Tensor& t, Generator& gen) override;
 
   int64_t num_embeddings() const { return num_embeddings_; }
   int64_t embedding_dim() const { return dim_; }

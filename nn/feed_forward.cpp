@@ -5,7 +5,7 @@
 namespace heed::nn {
 
 FeedForward::FeedForward(int64_t d_model, int64_t d_hidden, double p, bool bias, Activation act,
-                         Generator* gen, uint64_t dropout_seed)
+                         Generator* gen, std::optional<uint64_t> dropout_seed)
     : act_(act) {
   c_fc = register_module("c_fc", std::make_shared<Linear>(d_model, d_hidden, bias, gen));
   c_proj = register_module("c_proj", std::make_shared<Linear>(d_hidden, d_model, bias, gen));
@@ -14,14 +14,6 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_hidden, double p, bool bias,
 
 Tensor FeedForward::forward(const Tensor& x) {
   return dropout->forward(c_proj->forward(apply_activation(act_, c_fc->forward(x))));
-}
-
-Tensor FeedForward::forward_residual(const Tensor& x, const Tensor& residual) {
-  HEED_CHECK(residual.defined() && residual.shape() == x.shape(), "FeedForward: the residual ",
-             to_string(residual.defined() ? residual.shape() : Shape{}), " must have the input's shape ",
-             to_string(x.shape()));
-  if (dropout->active()) return add(residual, forward(x));
-  return c_proj->forward_residual(apply_activation(act_, c_fc->forward(x)), residual);
 }
 
 }  // namespace heed::nn

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "core/tensor.h"
 #include "nn/activation.h"
@@ -20,15 +21,14 @@ namespace heed::nn {
 class FeedForward : public Module {
  public:
   /// Children "c_fc" (Linear d_model -> d_hidden), "c_proj" (Linear d_hidden -> d_model) and
-  /// "dropout". `gen` seeds the weight init (null: Linear's fixed default); `dropout_seed` the mask.
+  /// "dropout". The Linears draw their weights from `gen` in that order, and the dropout's mask
+  /// generator starts at `dropout_seed`; either left out comes from the default generator.
   FeedForward(int64_t d_model, int64_t d_hidden, double dropout = 0.0, bool bias = true,
-              Activation act = Activation::gelu, Generator* gen = nullptr, uint64_t dropout_seed = 0);
+              Activation act = Activation::gelu, Generator* gen = nullptr,
+              std::optional<uint64_t> dropout_seed = std::nullopt);
 
   /// x (..., d_model) -> (..., d_model).
   Tensor forward(const Tensor& x);
-  /// residual + forward(x), residual of x's shape (no broadcasting). Without active dropout the
-  /// add is folded into c_proj's product.
-  Tensor forward_residual(const Tensor& x, const Tensor& residual);
 
   Activation activation() const { return act_; }
 

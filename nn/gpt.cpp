@@ -11,31 +11,13 @@ namespace heed::nn {
 
 namespace {
 
-// Distinct, reproducible seeds for each block's attention and dropouts from the model seed:
-// part a (the embeddings' dropout, or block a - 2), item b within it.
-uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b) { return heed::derive_seed(seed, a * 64 + b); }
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// nanoGPT's _init_weights, applied to every module of the tree.
-void init_weights(Module& m, Generator& gen) {
-  for (const auto& [_, child] : m.children()) init_weights(*child, gen);
-  if (auto* lin = dynamic_cast<Linear*>(&m)) {
-    init::normal_(lin->weight, 0.02, gen);
-    if (lin->bias.defined()) init::zeros_(lin->bias);
-  } else if (auto* emb = dynamic_cast<Embedding*>(&m)) {
-    init::normal_(emb->weight, 0.02, gen);
-  } else if (auto* ln = dynamic_cast<LayerNorm*>(&m)) {
-    if (ln->weight.defined()) init::ones_(ln->weight);
-    if (ln->bias.defined()) init::zeros_(ln->bias);
-  }
-}
-
 }  // namespace
 
-GPTBlock::GPTBlock(const GPTConfig& c, uint64_t seed) {
+GPTBlock::GPTBlock(const GPTConfig& c) {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(c.n_embd, 1e-5, true, c.bias));
   MultiHeadAttentionOptions opt;
   opt.d_model = c.n_embd;
@@ -44,28 +26,22 @@ GPTBlock::GPTBlock(const GPTConfig& c, uint64_t seed) {
   opt.fused_qkv = true;
   opt.bias = c.bias;
   opt.dropout = c.dropout;
-  opt.seed = derive_seed(seed, 0, 0);
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(opt));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.n_embd, 1e-5, true, c.bias));
-  // Weights are re-drawn by GPT's init, so the Linears' default init is good enough here.
-  mlp = register_module("mlp", std::make_shared<FeedForward>(c.n_embd, 4 * c.n_embd, c.dropout, c.bias,
-                                                             Activation::gelu, nullptr,
-                                                             derive_seed(seed, 0, 1)));
+  mlp = register_module("mlp", std::make_shared<FeedForward>(c.n_embd, 4 * c.n_embd, c.dropout, c.bias));
 }
 
 Tensor GPTBlock::forward(const Tensor& x) {
-  // The residual adds ride on the output projections' products (forward_residual).
-  Tensor h = attn->forward_residual(ln_1->forward(x), x);
-  return mlp->forward_residual(ln_2->forward(h), h);
+  Tensor h = x + attn->forward(ln_1->forward(x));
+  return h + mlp->forward(ln_2->forward(h));
 }
 
-GPTTransformer::GPTTransformer(const GPTConfig& c, uint64_t seed) {
+GPTTransformer::GPTTransformer(const GPTConfig& c) {
   wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd));
   wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd));
-  drop = register_module("drop", std::make_shared<Dropout>(c.dropout, derive_seed(seed, 1, 0)));
+  drop = register_module("drop", std::make_shared<Dropout>(c.dropout));
   h = register_module("h", std::make_shared<ModuleList<GPTBlock>>());
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    h->push_back(std::make_shared<GPTBlock>(c, derive_seed(seed, 2 + static_cast<uint64_t>(i), 0)));
+  for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(std::make_shared<GPTBlock>(c));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5, true, c.bias));
 }
 
@@ -76,20 +52,25 @@ TiedLinear::TiedLinear(Tensor w) {
 
 Tensor TiedLinear::forward(const Tensor& x) { return linear(x, weight); }
 
-GPT::GPT(const GPTConfig& c, uint64_t seed) : config_(c) {
+GPT::GPT(const GPTConfig& c, std::optional<uint64_t> seed) : config_(c) {
   HEED_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0,
              "GPT: sizes must be positive (vocab_size ", c.vocab_size, ", block_size ", c.block_size,
              ", n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd, ")");
   HEED_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head);
-  transformer = register_module("transformer", std::make_shared<GPTTransformer>(c, seed));
+  transformer = register_module("transformer", std::make_shared<GPTTransformer>(c));
   lm_head = register_module("lm_head", std::make_shared<TiedLinear>(transformer->wte->weight));
-
-  Generator gen(seed);
-  init_weights(*this, gen);
-  // Residual projections get a smaller std, scaled by depth (GPT-2 paper), as nanoGPT.
+  // nanoGPT's _init_weights, by name. The residual projections get a smaller std, scaled by depth
+  // (GPT-2 paper), as nanoGPT.
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
-  for (auto& [name, t] : named_parameters())
-    if (ends_with(name, "c_proj.weight")) init::normal_(t, proj_std, gen);
+  init::by_name(*this, seed_or_draw(seed), [proj_std](Module& owner, const std::string& path, Tensor& t, Generator& gen) {
+    if (dynamic_cast<LayerNorm*>(&owner)) {
+      init::layer_default(owner, path, t, gen);  // 1 and 0
+    } else if (ends_with(path, ".bias")) {
+      init::zeros_(t);
+    } else {  // Linear and Embedding weights
+      init::normal_(t, ends_with(path, "c_proj.weight") ? proj_std : 0.02, gen);
+    }
+  });
 }
 
 Tensor GPT::embed(const std::vector<int32_t>& idx, int64_t B, int64_t T) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -39,7 +40,8 @@ struct GPTConfig {
 class GPTBlock : public Module {
  public:
   /// Children "ln_1", "attn" (causal, fused c_attn), "ln_2", "mlp" (c_fc 4C, GELU, c_proj).
-  GPTBlock(const GPTConfig& config, uint64_t seed);
+  /// Its weights are drawn by GPT's init (by name).
+  explicit GPTBlock(const GPTConfig& config);
   /// x (B, T, C) -> (B, T, C).
   Tensor forward(const Tensor& x);
 
@@ -53,7 +55,7 @@ class GPTBlock : public Module {
 class GPTTransformer : public Module {
  public:
   /// Children "wte", "wpe", "drop", "h", "ln_f", in nanoGPT's order.
-  GPTTransformer(const GPTConfig& config, uint64_t seed);
+  explicit GPTTransformer(const GPTConfig& config);
 
   std::shared_ptr<Embedding> wte;
   std::shared_ptr<Embedding> wpe;
@@ -77,8 +79,12 @@ class GPT : public Module {
  public:
   /// Builds the model and initialises it as nanoGPT: Linear and Embedding weights normal(0, 0.02),
   /// biases 0, LayerNorms 1 and 0, every "*c_proj.weight" normal(0, 0.02 / sqrt(2 n_layer)).
-  /// `seed` fixes the init and the dropout masks. Throws on non-positive sizes or n_embd % n_head.
-  explicit GPT(const GPTConfig& config, uint64_t seed = 1337);
+  /// `seed` is the root seed: each parameter is drawn from derive_seed(seed, its dotted name) and
+  /// each dropout seeded from its path (nn::init::by_name), so a block's weights do not depend on
+  /// how many blocks precede it. Without a seed the root is drawn from the default generator
+  /// (heed::manual_seed). (The seed is not part of GPTConfig, which describes the architecture a
+  /// checkpoint records.) Throws on non-positive sizes or n_embd % n_head.
+  explicit GPT(const GPTConfig& config, std::optional<uint64_t> seed = std::nullopt);
 
   /// idx: B*T token ids (row-major (B, T)) -> logits (B, T, V). Throws if T > block_size.
   Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T);

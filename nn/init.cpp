@@ -1,5 +1,7 @@
 #include "nn/init.h"
 
+#include <unordered_set>
+
 namespace heed::nn::init {
 
 Tensor& normal_(Tensor& t, double std, Generator& gen, double mean) {
@@ -7,10 +9,14 @@ Tensor& normal_(Tensor& t, double std, Generator& gen, double mean) {
   return t;
 }
 
+Tensor& normal_(Tensor& t, double std, double mean) { return normal_(t, std, default_generator(), mean); }
+
 Tensor& uniform_(Tensor& t, double lo, double hi, Generator& gen) {
   t.copy_(Tensor::rand(t.shape(), gen, lo, hi, t.dtype()));
   return t;
 }
+
+Tensor& uniform_(Tensor& t, double lo, double hi) { return uniform_(t, lo, hi, default_generator()); }
 
 Tensor& zeros_(Tensor& t) {
   t.fill_(0.0);
@@ -21,5 +27,25 @@ Tensor& ones_(Tensor& t) {
   t.fill_(1.0);
   return t;
 }
+
+void by_name(Module& model, uint64_t root, const ParameterRule& rule) {
+  std::unordered_set<const TensorImpl*> seen;  // a tied weight belongs to the module that has it first
+  for (const auto& [path, m] : model.named_modules()) {
+    for (const auto& [name, registered] : m->own_parameters()) {
+      if (!seen.insert(registered.impl_ptr().get()).second) continue;
+      const std::string full = path.empty() ? name : path + "." + name;
+      Tensor t = registered;  // a handle on the same TensorImpl: the rule writes the parameter itself
+      Generator gen(derive_seed(root, full));
+      rule(*m, full, t, gen);
+    }
+    m->reseed(derive_seed(root, path));
+  }
+}
+
+void layer_default(Module& owner, const std::string& path, Tensor& t, Generator& gen) {
+  owner.reset_parameter(path.substr(path.rfind('.') + 1), t, gen);  // the name within its owner
+}
+
+void by_name(Module& model, uint64_t root) { by_name(model, root, layer_default); }
 
 }  // namespace heed::nn::init

@@ -1,20 +1,48 @@
 // heed::nn: in-place parameter initialisers (torch.nn.init), run outside autograd. Each keeps the
-// tensor's shape, dtype and storage, so every handle and tied alias sees the new values.
+// tensor's shape, dtype and storage, so every handle and tied alias sees the new values. And the
+// initialisation of a whole model from one seed, by name:
+//
+//   nn::init::by_name(model, 1337);   // each parameter from derive_seed(1337, its dotted name)
 #pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
 
 #include "core/random.h"
 #include "core/tensor.h"
+#include "nn/module.h"
 
 namespace heed::nn::init {
 
 /// Fills `t` with normal(mean, std) samples from `gen`; returns t.
 Tensor& normal_(Tensor& t, double std, Generator& gen, double mean = 0.0);
+/// Fills `t` with normal(mean, std) samples from the default generator; returns t.
+Tensor& normal_(Tensor& t, double std = 1.0, double mean = 0.0);
 /// Fills `t` with uniform [lo, hi) samples from `gen`; returns t.
 Tensor& uniform_(Tensor& t, double lo, double hi, Generator& gen);
+/// Fills `t` with uniform [lo, hi) samples from the default generator; returns t.
+Tensor& uniform_(Tensor& t, double lo, double hi);
 /// Fills `t` with zeros; returns t.
 Tensor& zeros_(Tensor& t);
 /// Fills `t` with ones; returns t.
 Tensor& ones_(Tensor& t);
+
+/// How by_name draws one parameter: `owner` is the module that registered it, `path` its dotted
+/// name in the model ("transformer.h.0.attn.c_proj.weight"), `gen` its own generator.
+using ParameterRule = std::function<void(Module& owner, const std::string& path, Tensor& t, Generator& gen)>;
+
+/// Initialises `model` from the root seed `root`, by name: every parameter is drawn by `rule` from
+/// Generator(derive_seed(root, its dotted name)) (a tied weight once, under its first name), then
+/// every module is reseeded (Module::reseed: Dropout's masks) with derive_seed(root, its dotted
+/// path). A parameter's values thus depend only on the root seed and its own name: adding,
+/// removing or reordering other children leaves them as they were.
+void by_name(Module& model, uint64_t root, const ParameterRule& rule);
+/// by_name with each layer's default init: layer_default for every parameter.
+void by_name(Module& model, uint64_t root);
+/// The default rule: the owner's own init (Module::reset_parameter), for a custom rule to fall
+/// back on.
+void layer_default(Module& owner, const std::string& path, Tensor& t, Generator& gen);
 
 }  // namespace heed::nn::init
 

@@ -13,6 +13,10 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, bool has_
   }
 }
 
+void LayerNorm::reset_parameter(const std::string& name, Tensor& t, Generator&) {
+  t.fill_(name == "weight" ? 1.0 : 0.0);
+}
+
 Tensor LayerNorm::forward(const Tensor& x) {
   HEED_CHECK(x.dim() >= 1 && x.size(-1) == dim_, "LayerNorm: input ", to_string(x.shape()),
              " does not end in dim ", dim_);

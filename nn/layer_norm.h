@@ -17,6 +17,9 @@ class LayerNorm : public Module {
   /// x (..., dim) -> same shape, normalised over the last axis.
   Tensor forward(const Tensor& x);
 
+  /// Ones for "weight", zeros for "bias" (no randomness).
+  void reset_parameter(const std::string& name, Tensor& t, Generator& gen) override;
+
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
 

@@ -4,40 +4,34 @@
 
 #include "core/ops.h"
 #include "core/random.h"
+#include "nn/init.h"
 
 namespace heed::nn {
-
-namespace {
-// Used when no generator is passed: a fixed seed keeps default-built models reproducible.
-constexpr uint64_t kDefaultLinearSeed = 0x6c696e656172ULL;
-}  // namespace
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, Generator* gen)
     : in_features_(in_features), out_features_(out_features) {
   HEED_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in ",
              in_features, ", out ", out_features);
-  Generator fallback(kDefaultLinearSeed);
-  Generator& g = gen ? *gen : fallback;
-  // PyTorch's reset_parameters: kaiming_uniform(a=sqrt 5) reduces to bound 1/sqrt(fan_in), and
-  // the bias uses the same bound.
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight = register_parameter("weight", Tensor::rand({out_features, in_features}, g, -bound, bound));
-  if (has_bias) bias = register_parameter("bias", Tensor::rand({out_features}, g, -bound, bound));
+  Generator& g = gen ? *gen : default_generator();
+  weight = register_parameter("weight", Tensor::empty({out_features, in_features}));
+  reset_parameter("weight", weight, g);
+  if (has_bias) {
+    bias = register_parameter("bias", Tensor::empty({out_features}));
+    reset_parameter("bias", bias, g);
+  }
 }
 
-static void check_input(const Tensor& x, int64_t in_features, const Tensor& weight) {
-  HEED_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input ", to_string(x.shape()),
-             " does not end in in_features ", in_features, " (weight ", to_string(weight.shape()), ")");
+void Linear::reset_parameter(const std::string&, Tensor& t, Generator& gen) {
+  // PyTorch's reset_parameters: kaiming_uniform(a=sqrt 5) reduces to bound 1/sqrt(fan_in), and
+  // the bias uses the same bound.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features_));
+  init::uniform_(t, -bound, bound, gen);
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  check_input(x, in_features_, weight);
+  HEED_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "Linear: input ", to_string(x.shape()),
+             " does not end in in_features ", in_features_, " (weight ", to_string(weight.shape()), ")");
   return linear(x, weight, bias);
-}
-
-Tensor Linear::forward_residual(const Tensor& x, const Tensor& residual) {
-  check_input(x, in_features_, weight);
-  return add_linear(residual, x, weight, bias);
 }
 
 }  // namespace heed::nn

@@ -14,15 +14,16 @@ namespace heed::nn {
 
 class Linear : public Module {
  public:
-  /// weight [out, in] and bias [out] drawn uniform(-1/sqrt(in), 1/sqrt(in)) as PyTorch; `gen`
-  /// null means a fixed default seed, so two default-built layers start identical.
+  /// weight [out, in] and bias [out] drawn uniform(-1/sqrt(in), 1/sqrt(in)) as PyTorch, weight
+  /// first, from `gen`, or from the default generator when null (heed::manual_seed): two
+  /// default-built layers differ, and the same program builds the same ones every run.
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
 
   /// x (..., in) -> (..., out).
   Tensor forward(const Tensor& x);
-  /// residual + forward(x), the add folded into the product (add_linear). residual has the
-  /// output's shape (..., out), no broadcasting.
-  Tensor forward_residual(const Tensor& x, const Tensor& residual);
+
+  /// uniform(-1/sqrt(in), 1/sqrt(in)) for "weight" and "bias" (torch's reset_parameters).
+  void reset_parameter(const std::string& name, Tensor& t, Generator& gen) override;
 
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }

@@ -30,6 +30,16 @@ void Module::collect(const std::string& prefix, NamedTensors& out) const {
   for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out);
 }
 
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  // Children's lists, spliced in depth first: each child's own entries get its name as prefix.
+  for (const auto& [n, m] : children_)
+    for (auto& [path, sub] : m->named_modules()) out.emplace_back(path.empty() ? n : n + "." + path, sub);
+  return out;
+}
+
+void Module::reset_parameter(const std::string&, Tensor&, Generator&) {}
+
 NamedTensors Module::named_tensors() const {
   NamedTensors out;
   collect("", out);

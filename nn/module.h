@@ -8,7 +8,9 @@
 //   // named_parameters(): "c_fc.weight", "c_fc.bias"
 //
 // Parameters and children keep registration order, so optimizer state and checkpoints walk them
-// in a stable order. A tensor registered under two names (tied weights) is a single parameter:
+// in a stable order. Initial values: a layer built alone draws from the generator it is given
+// (or the default one, heed::manual_seed); a model built from a seed draws every parameter from
+// its own dotted name (nn::init::by_name), so adding or reordering children changes no one else's. A tensor registered under two names (tied weights) is a single parameter:
 // named_parameters() yields it once, under the first name; named_tensors() yields every alias.
 #pragma once
 
@@ -19,6 +21,10 @@
 #include <vector>
 
 #include "core/tensor.h"
+
+namespace heed {
+class Generator;
+}
 
 namespace heed::nn {
 
@@ -35,6 +41,19 @@ class Module {
   std::vector<Tensor> parameters() const;
   /// Direct children, in registration order.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  /// This module's own parameters (not its children's), in registration order.
+  const NamedTensors& own_parameters() const { return params_; }
+  /// Every module of the tree with its dotted path, depth first in registration order, starting
+  /// with this one as "".
+  std::vector<std::pair<std::string, Module*>> named_modules();
+
+  /// Draws own parameter `name` (the tensor t) with this layer's default init from `gen`:
+  /// Linear uniform(+-1/sqrt(in)), Embedding normal(0, 1), LayerNorm ones and zeros. Modules
+  /// without an init of their own keep the values. nn::init::by_name calls it for every
+  /// parameter of a model; a layer's constructor for its own.
+  virtual void reset_parameter(const std::string& name, Tensor& t, Generator& gen);
+  /// Reseeds this module's own random state (Dropout's masks); modules without any ignore it.
+  virtual void reseed(uint64_t) {}
 
   /// Switches training mode (dropout on) for this module and every descendant.
   void train(bool on = true);

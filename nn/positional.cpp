@@ -5,6 +5,7 @@
 
 #include "core/ops.h"
 #include "core/random.h"
+#include "nn/init.h"
 
 namespace heed::nn {
 
@@ -35,16 +36,16 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x) {
   return add(x, slice(table(x.dtype()), 0, 0, T));
 }
 
-namespace {
-constexpr uint64_t kDefaultPositionSeed = 0x706f73ULL;
-}  // namespace
-
 LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t dim, Generator* gen)
     : max_len_(max_len) {
   HEED_CHECK(max_len > 0 && dim > 0, "LearnedPositionalEmbedding: sizes must be positive, got ", max_len,
              " x ", dim);
-  Generator fallback(kDefaultPositionSeed);
-  weight = register_parameter("weight", Tensor::randn({max_len, dim}, gen ? *gen : fallback));
+  weight = register_parameter("weight", Tensor::empty({max_len, dim}));
+  reset_parameter("weight", weight, gen ? *gen : default_generator());
+}
+
+void LearnedPositionalEmbedding::reset_parameter(const std::string&, Tensor& t, Generator& gen) {
+  init::normal_(t, 1.0, gen);
 }
 
 Tensor LearnedPositionalEmbedding::forward(int64_t T) {

@@ -37,11 +37,15 @@ class SinusoidalPositionalEncoding : public Module {
 /// A learned table of position vectors (GPT-2's wpe): forward(T) gives rows 0..T-1.
 class LearnedPositionalEmbedding : public Module {
  public:
-  /// weight [max_len, dim] drawn normal(0, 1) as nn.Embedding (`gen` null: a fixed seed).
+  /// weight [max_len, dim] drawn normal(0, 1) as nn.Embedding, from `gen` (null: the default
+  /// generator).
   LearnedPositionalEmbedding(int64_t max_len, int64_t dim, Generator* gen = nullptr);
 
   /// (T, dim): the first T rows (a differentiable view); throws if T < 1 or T > max_len.
   Tensor forward(int64_t T);
+
+  /// normal(0, 1) for "weight".
+  void reset_parameter(const std::string& name, Tensor& t, Generator& gen) override;
 
   int64_t max_len() const { return max_len_; }
 

@@ -12,13 +12,13 @@
 
 namespace heed::nn {
 
-// Distinct, reproducible seeds per layer and per dropout (derive_seed): equal seeds would give
-// every layer of a stack the same initial weights and the same dropout masks.
+// Every layer and stack below builds its children, then draws all of their weights and dropout
+// seeds from its root seed by name (nn::init::by_name): in a stack, layer i's weights come from
+// "layers.i....", so no two layers start alike and none depends on its neighbours.
 
-static MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o, bool causal,
-                                                   bool fused_qkv, uint64_t seed) {
-  return {.d_model = o.d_model, .n_head = o.n_head, .causal = causal, .fused_qkv = fused_qkv,
-          .bias = o.bias, .dropout = o.dropout, .seed = seed};
+static MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o, bool causal, bool fused_qkv) {
+  return {.d_model = o.d_model, .n_head = o.n_head, .causal = causal, .fused_qkv = fused_qkv, .bias = o.bias,
+          .dropout = o.dropout};
 }
 
 static std::shared_ptr<LayerNorm> make_norm(const TransformerLayerOptions& o) {
@@ -26,10 +26,8 @@ static std::shared_ptr<LayerNorm> make_norm(const TransformerLayerOptions& o) {
 }
 
 // ReLU, as the paper and PyTorch's nn.Transformer* layers.
-static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o, uint64_t seed) {
-  Generator gen(seed);
-  return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, Activation::relu, &gen,
-                                       derive_seed(seed, 0));
+static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o) {
+  return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, Activation::relu);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -37,13 +35,14 @@ static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o, ui
 
 EncoderLayer::EncoderLayer(const TransformerLayerOptions& options) : options_(options) {
   HEED_CHECK(options.d_ff > 0, "EncoderLayer: d_ff must be positive, got ", options.d_ff);
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                               attention_options(options, false, true, derive_seed(options.seed, 0))));
-  ff = register_module("ff", make_ff(options, derive_seed(options.seed, 3)));
+  self_attn =
+      register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(options, false, true)));
+  ff = register_module("ff", make_ff(options));
   norm1 = register_module("norm1", make_norm(options));
   norm2 = register_module("norm2", make_norm(options));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 1)));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 2)));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
+  init::by_name(*this, seed_or_draw(options.seed));
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
@@ -60,18 +59,19 @@ Tensor EncoderLayer::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
 
 DecoderLayer::DecoderLayer(const TransformerLayerOptions& options) : options_(options) {
   HEED_CHECK(options.d_ff > 0, "DecoderLayer: d_ff must be positive, got ", options.d_ff);
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
-                                               attention_options(options, true, true, derive_seed(options.seed, 0))));
+  self_attn =
+      register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(options, true, true)));
   // Separate projections: queries come from the decoder, keys and values from the memory.
-  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(
-                                                 attention_options(options, false, false, derive_seed(options.seed, 1))));
-  ff = register_module("ff", make_ff(options, derive_seed(options.seed, 5)));
+  cross_attn =
+      register_module("cross_attn", std::make_shared<MultiHeadAttention>(attention_options(options, false, false)));
+  ff = register_module("ff", make_ff(options));
   norm1 = register_module("norm1", make_norm(options));
   norm2 = register_module("norm2", make_norm(options));
   norm3 = register_module("norm3", make_norm(options));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 2)));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 3)));
-  dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout, derive_seed(options.seed, 4)));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout));
+  init::by_name(*this, seed_or_draw(options.seed));
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask,
@@ -89,16 +89,12 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const KeyPad
 // ------------------------------------------------------------------------------------------
 // Stacks
 
-static TransformerLayerOptions layer_options(TransformerLayerOptions o, int64_t i) {
-  o.seed = derive_seed(o.seed, 100 + static_cast<uint64_t>(i));
-  return o;
-}
-
 Encoder::Encoder(const TransformerLayerOptions& options, int64_t n_layers) {
   HEED_CHECK(n_layers > 0, "Encoder: n_layers must be positive, got ", n_layers);
   layers = register_module("layers", std::make_shared<ModuleList<EncoderLayer>>());
-  for (int64_t i = 0; i < n_layers; ++i) layers->push_back(std::make_shared<EncoderLayer>(layer_options(options, i)));
+  for (int64_t i = 0; i < n_layers; ++i) layers->push_back(std::make_shared<EncoderLayer>(options));
   if (options.norm == NormPlacement::pre) norm = register_module("norm", make_norm(options));
+  init::by_name(*this, seed_or_draw(options.seed));
 }
 
 Tensor Encoder::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
@@ -110,8 +106,9 @@ Tensor Encoder::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
 Decoder::Decoder(const TransformerLayerOptions& options, int64_t n_layers) {
   HEED_CHECK(n_layers > 0, "Decoder: n_layers must be positive, got ", n_layers);
   layers = register_module("layers", std::make_shared<ModuleList<DecoderLayer>>());
-  for (int64_t i = 0; i < n_layers; ++i) layers->push_back(std::make_shared<DecoderLayer>(layer_options(options, i)));
+  for (int64_t i = 0; i < n_layers; ++i) layers->push_back(std::make_shared<DecoderLayer>(options));
   if (options.norm == NormPlacement::pre) norm = register_module("norm", make_norm(options));
+  init::by_name(*this, seed_or_draw(options.seed));
 }
 
 Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask,
@@ -127,26 +124,27 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const KeyPaddingM
 EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& o) : options_(o) {
   HEED_CHECK(o.src_vocab > 0 && o.tgt_vocab > 0 && o.max_len > 0, "EncoderDecoder: src_vocab (", o.src_vocab,
              "), tgt_vocab (", o.tgt_vocab, ") and max_len (", o.max_len, ") must be positive");
-  Generator gen(derive_seed(o.seed, 0));
-  src_embed = register_module("src_embed", std::make_shared<Embedding>(o.src_vocab, o.d_model, &gen));
-  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(o.tgt_vocab, o.d_model, &gen));
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(o.src_vocab, o.d_model));
+  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(o.tgt_vocab, o.d_model));
   pos_encoding = register_module("pos_encoding", std::make_shared<SinusoidalPositionalEncoding>(o.d_model, o.max_len));
-  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, derive_seed(o.seed, 1)));
-  TransformerLayerOptions layer{.d_model = o.d_model, .n_head = o.n_head, .d_ff = o.d_ff, .dropout = o.dropout,
-                                .bias = true, .norm = o.norm, .eps = 1e-5, .seed = derive_seed(o.seed, 2)};
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  const TransformerLayerOptions layer{.d_model = o.d_model, .n_head = o.n_head, .d_ff = o.d_ff, .dropout = o.dropout,
+                                      .bias = true, .norm = o.norm, .eps = 1e-5};
   encoder = register_module("encoder", std::make_shared<Encoder>(layer, o.n_encoder_layers));
-  layer.seed = derive_seed(o.seed, 3);
   decoder = register_module("decoder", std::make_shared<Decoder>(layer, o.n_decoder_layers));
-  generator = register_module("generator", std::make_shared<Linear>(o.d_model, o.tgt_vocab, true, &gen));
+  generator = register_module("generator", std::make_shared<Linear>(o.d_model, o.tgt_vocab, true));
   // The embeddings are multiplied by sqrt(d_model) in embed(); drawn N(0, 1) they would be
   // sqrt(d_model) times the unit sinusoids and drown the positions (copy stalled at 0.81 exact
-  // match). N(0, 1/sqrt(d_model)) puts both at the same scale. (A separate generator, so the
-  // other layers' initial values do not move.)
-  Generator embed_gen(o.seed ^ 0xe4bedULL);
-  NoGradGuard no_grad;
+  // match). N(0, 1/sqrt(d_model)) puts both at the same scale. Every other parameter takes its
+  // layer's default init.
   const double sd = 1.0 / std::sqrt(static_cast<double>(o.d_model));
-  normal_(src_embed->weight, sd, embed_gen);
-  normal_(tgt_embed->weight, sd, embed_gen);
+  init::by_name(*this, seed_or_draw(o.seed), [&](Module& owner, const std::string& path, Tensor& t, Generator& gen) {
+    if (&owner == src_embed.get() || &owner == tgt_embed.get()) {
+      normal_(t, sd, gen);
+    } else {
+      init::layer_default(owner, path, t, gen);
+    }
+  });
 }
 
 // dropout(embedding * sqrt(d_model) + PE): the paper's input scaling; with the N(0, 1/sqrt(d_model))

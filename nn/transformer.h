@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -36,7 +37,9 @@ struct TransformerLayerOptions {
   bool bias = true;        ///< biases on every Linear and LayerNorm
   NormPlacement norm = NormPlacement::post;
   double eps = 1e-5;       ///< LayerNorm epsilon
-  uint64_t seed = 0;       ///< seeds the weight init of the attention and the dropouts
+  /// Root seed of the layer's (or stack's) weights and dropouts, each drawn from its own dotted
+  /// name (nn::init::by_name); none: drawn from the default generator (heed::manual_seed).
+  std::optional<uint64_t> seed = std::nullopt;
 };
 
 /// One encoder layer: self-attention then feed-forward (ReLU, as the paper), each with a residual.
@@ -112,7 +115,9 @@ struct EncoderDecoderOptions {
   int64_t max_len = 0;     ///< longest source or target sequence (positional encoding table)
   double dropout = 0.0;
   NormPlacement norm = NormPlacement::pre;
-  uint64_t seed = 0;       ///< seeds every weight init and dropout in the model
+  /// Root seed of every weight and dropout in the model, each drawn from its own dotted name
+  /// (nn::init::by_name); none: drawn from the default generator (heed::manual_seed).
+  std::optional<uint64_t> seed = std::nullopt;
 };
 
 /// The sequence-to-sequence Transformer. Children: "src_embed", "tgt_embed" (Embeddings drawn

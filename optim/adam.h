@@ -17,15 +17,17 @@ class Adam : public Optimizer {
   /// Throws heed::Error unless lr >= 0, 0 <= beta1, beta2 < 1 and eps >= 0.
   Adam(std::vector<ParamGroup> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
        double eps = 1e-8);
-  /// One update of every parameter with a gradient; throws if a gradient's shape or dtype differs
-  /// from its parameter's, or a parameter is not contiguous.
-  void step() override;
   double beta1() const { return beta1_; }
   double beta2() const { return beta2_; }
   double eps() const { return eps_; }
 
+  // State per parameter: tensors "exp_avg", "exp_avg_sq" (the moments) and the scalar "step"
+  // (its own step count, for the bias corrections), as torch.optim.Adam's state.
+
  protected:
   Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, bool decoupled);
+  BlockUpdate prepare_update(const std::string& name, const Tensor& param, const Tensor& grad, ParamState& state,
+                             double weight_decay) override;
 
  private:
   double beta1_, beta2_, eps_;

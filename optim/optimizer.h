@@ -4,14 +4,21 @@
 //   optim::AdamW opt(optim::param_groups_nanogpt(model.named_parameters(), 0.1), 6e-4, 0.9, 0.99);
 //   for (...) { opt.set_lr(optim::cosine_lr(it, ...)); loss.backward(); opt.step(); opt.zero_grad(); }
 //
-// Per-parameter state (Adam's step count and moments) is kept by parameter name, so a checkpoint
-// is one walk over names: state_tensors() gives "<name>.exp_avg" / "<name>.exp_avg_sq" pairs,
-// step_count() the number of steps, and load_state() puts them back, checking every entry.
-// Updates run outside autograd, in place on the parameters' storage.
+// Per-parameter state is kept by parameter name, as named entries: tensors of the parameter's
+// shape (Adam's "exp_avg" and "exp_avg_sq", SGD's "momentum_buffer") and scalars (Adam's "step").
+// A checkpoint is one walk over names: state_tensors() gives ("<param>.<entry>", tensor) pairs,
+// state_scalars() ("<param>.<entry>", value) pairs, step_count() the number of step() calls, and
+// load_state() puts them back, checking every entry. Updates run outside autograd, in place on the
+// parameters' storage, every parameter's elements in one parallel job.
+//
+// A new optimizer declares its entries and implements prepare_update (see optim/sgd.cpp, about
+// 60 lines, for a complete one).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +27,7 @@
 namespace heed::optim {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using NamedScalars = std::vector<std::pair<std::string, double>>;
 
 /// Parameters sharing one weight decay (PyTorch's param_groups entries).
 struct ParamGroup {
@@ -31,18 +39,29 @@ struct ParamGroup {
 /// (matrices and embeddings), none on the rest (biases, norm gains). Always two groups, in that order.
 std::vector<ParamGroup> param_groups_nanogpt(const NamedTensors& named_params, double weight_decay);
 
-/// Base of heed's optimizers: the parameters, the learning rate and the per-parameter state.
+/// One parameter's optimizer state: its named entries, empty until its first step (or a
+/// load_state). Tensor entries have the parameter's shape and dtype.
+struct ParamState {
+  NamedTensors tensors;
+  NamedScalars scalars;
+  bool empty() const { return tensors.empty() && scalars.empty(); }
+  /// The entry called `name`; throws heed::Error if there is none.
+  Tensor& tensor(std::string_view name);
+  double& scalar(std::string_view name);
+};
+
+/// Base of heed's optimizers: the parameters, the learning rate, the per-parameter state, the
+/// checks and the parallel loop of a step, and the state's save and load.
 class Optimizer {
  public:
-  /// Throws heed::Error on an undefined tensor, a name or tensor listed twice, a negative weight
-  /// decay or a negative learning rate.
-  Optimizer(std::vector<ParamGroup> groups, double lr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
   /// One update of every parameter that has a gradient (parameters without one are skipped).
-  virtual void step() = 0;
+  /// Checks every gradient first (shape and dtype as the parameter's, contiguous, state of the
+  /// parameter's dtype) and throws heed::Error naming the parameter, changing nothing, if one is bad.
+  void step();
   /// Drops every parameter's gradient.
   void zero_grad();
 
@@ -53,26 +72,43 @@ class Optimizer {
 
   /// Number of step() calls so far (restored by load_state).
   int64_t step_count() const { return step_count_; }
-  /// The moments of every parameter that has taken a step: ("<name>.exp_avg", m) and
-  /// ("<name>.exp_avg_sq", v), in parameter order. The tensors are the live state (not copies).
+  /// The tensor entries of every parameter that has state, ("<param>.<entry>", tensor), in
+  /// parameter order and then the optimizer's entry order. The live state, not copies.
   NamedTensors state_tensors() const;
-  /// Restores what state_tensors() and step_count() gave. Each parameter needs both of its entries
-  /// or neither (no state yet); every parameter with state gets `step_count` as its own step.
-  /// Throws heed::Error, naming the entry, on a missing partner, an unknown name, a duplicate or a
-  /// shape that differs from the parameter's; nothing is changed when it throws.
-  void load_state(const NamedTensors& state, int64_t step_count);
+  /// The scalar entries likewise, ("<param>.<entry>", value).
+  NamedScalars state_scalars() const;
+  /// Restores what state_tensors(), step_count() and state_scalars() gave. Each parameter needs
+  /// all of its tensor entries or none (no state yet). A scalar entry left out of `scalars` takes
+  /// `step_count` (checkpoints written before scalars were saved hold only that count, which is
+  /// every parameter's step in a run where each had a gradient at every step). Throws heed::Error,
+  /// naming the entry, on a missing entry, an unknown name, a duplicate, or a tensor whose shape
+  /// differs from its parameter's; nothing is changed when it throws.
+  void load_state(const NamedTensors& tensors, int64_t step_count, const NamedScalars& scalars = {});
 
  protected:
-  /// What Adam-style optimizers keep per parameter (torch.optim.Adam's state entries).
-  struct ParamState {
-    int64_t step = 0;  // steps this parameter took (bias correction)
-    Tensor exp_avg;    // undefined until the first step with a gradient
-    Tensor exp_avg_sq;
-  };
-  /// state_[g][i] belongs to groups_[g].params[i].
-  std::vector<std::vector<ParamState>> state_;
+  /// `name` names the optimizer in errors; `tensor_entries` and `scalar_entries` are the names of
+  /// the per-parameter state, in the order state_tensors() and state_scalars() list them. Throws
+  /// heed::Error on an undefined tensor, a name or tensor listed twice, a negative weight decay
+  /// or a negative learning rate.
+  Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, std::vector<std::string> tensor_entries,
+            std::vector<std::string> scalar_entries = {});
+
+  /// What step() runs on the elements [begin, end) of one parameter, on fixed blocks and from
+  /// several threads at once (blocks never overlap).
+  using BlockUpdate = std::function<void(int64_t begin, int64_t end)>;
+  /// One parameter's update for this step, prepared before any element of any parameter
+  /// changes: create `state` if empty (with every declared entry), advance its counters, compute
+  /// the coefficients, and return the element loop. `grad` has been checked.
+  virtual BlockUpdate prepare_update(const std::string& name, const Tensor& param, const Tensor& grad,
+                                     ParamState& state, double weight_decay) = 0;
+
+  const char* name_;
+
+ private:
   std::vector<ParamGroup> groups_;
-  double lr_;
+  std::vector<std::vector<ParamState>> state_;  // state_[g][i] belongs to groups_[g].params[i]
+  std::vector<std::string> tensor_entries_, scalar_entries_;
+  double lr_ = 0;
   int64_t step_count_ = 0;
 };
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target fuzz/fuzz_safetensors.cpp (the safetensors parser and the GPT
-# checkpoint loader, under ASan + UBSan) with clang in build-fuzz, runs it once over every file of
-# the seed corpus fuzz/corpus/ (the regression run), then fuzzes for SECONDS (default 60).
-# New inputs go to build-fuzz/corpus, not into the repository; a crash is written to build-fuzz/
-# as crash-<sha1> and the script exits non-zero. See fuzz/README.md.
+# Builds every libFuzzer target fuzz/fuzz_<name>.cpp (under ASan + UBSan) with clang in build-fuzz,
+# runs each once over every file of its seed corpus fuzz/corpus/<name>/ (the regression run), then
+# fuzzes them for SECONDS in all (default 60), split evenly between the targets:
+#   fuzz_safetensors          the safetensors parser and the GPT checkpoint loader
+#   fuzz_train_state          train_state.safetensors, as `heed train --resume` reads and restores it
+#   fuzz_seq2seq_checkpoint   the seq2seq checkpoint loader
+# New inputs go to build-fuzz/corpus/<name>, not into the repository; a finding is written to
+# build-fuzz/ as crash-<sha1> (or oom-, timeout-) and the script exits non-zero. See fuzz/README.md.
 #
 #   scripts/fuzz.sh [SECONDS]
 #   (needs: apt-get install clang libfuzzer-14-dev)
@@ -11,16 +14,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 jobs="$(nproc)"
+targets=()
+for src in fuzz/fuzz_*.cpp; do
+  name="$(basename "$src" .cpp)"
+  targets+=("${name#fuzz_}")
+done
 
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DHEED_FUZZ=ON \
   -DHEED_BUILD_TESTS=OFF -DHEED_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_safetensors
+cmake --build build-fuzz -j"$jobs" --target "${targets[@]/#/fuzz_}"
 
-fuzzer=./build-fuzz/fuzz_safetensors
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
-# Runs the fuzzer with "$@", its output in build-fuzz/$log; on a finding prints the end of it.
+# Runs a fuzzer with "$@" in build-fuzz, its output in build-fuzz/$log; on a finding prints the end.
 run() {
   local log="$1"
   shift
@@ -31,17 +38,25 @@ run() {
   fi
 }
 
-echo "== regression: every file of fuzz/corpus once"
-# -runs=0 with files as arguments runs each file once; any finding fails.
-run regression.log ./fuzz_safetensors -runs=0 "$PWD"/fuzz/corpus/*
-echo "$(grep -c '^Executed' build-fuzz/regression.log) of $(ls fuzz/corpus | wc -l) files ran without a finding"
+for t in "${targets[@]}"; do
+  echo "== regression: fuzz_$t over every file of fuzz/corpus/$t once"
+  # -runs=0 with files as arguments runs each file once; any finding fails.
+  run "regression_$t.log" "./fuzz_$t" -runs=0 "$PWD"/fuzz/corpus/"$t"/*
+  echo "$(grep -c '^Executed' "build-fuzz/regression_$t.log") of $(ls fuzz/corpus/"$t" | wc -l) files ran without a finding"
+done
 
 if [ "$seconds" -gt 0 ]; then
-  echo "== fuzzing for $seconds s (one process)"
-  mkdir -p build-fuzz/corpus
-  # -max_len covers the seed checkpoints (each < 10 KB); -timeout and -rss_limit_mb make a hang or
-  # a runaway allocation a finding too.
-  run fuzz.log ./fuzz_safetensors -max_total_time="$seconds" -max_len=12000 -timeout=10 -rss_limit_mb=2048 \
-    -dict=../fuzz/safetensors.dict -print_final_stats=1 corpus ../fuzz/corpus
-  grep -E "^Done|^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)" build-fuzz/fuzz.log
+  share=$(( seconds / ${#targets[@]} ))
+  [ "$share" -gt 0 ] || share=1
+  for t in "${targets[@]}"; do
+    echo "== fuzzing fuzz_$t for $share s (one process)"
+    mkdir -p "build-fuzz/corpus/$t"
+    dict="fuzz/$t.dict"
+    [ -f "$dict" ] || dict=fuzz/safetensors.dict
+    # -max_len covers the seeds (each < 16 KB); -timeout and -rss_limit_mb make a hang or a runaway
+    # allocation a finding too.
+    run "fuzz_$t.log" "./fuzz_$t" -max_total_time="$share" -max_len=16000 -timeout=10 -rss_limit_mb=2048 \
+      -dict="../$dict" -print_final_stats=1 "corpus/$t" "../fuzz/corpus/$t"
+    grep -E "^Done|^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)" "build-fuzz/fuzz_$t.log"
+  done
 fi

@@ -16,6 +16,7 @@
 namespace heed {
 
 using detail::broadcast_strides;
+using detail::contiguous_data;
 using detail::for_each_row;
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
@@ -77,7 +78,7 @@ static Tensor binary_map(const Tensor& a, const Tensor& b, const char* op, F f) 
 // out = f(a) elementwise; `out` is a new contiguous tensor.
 template <class F>
 static Tensor unary_map(const Tensor& a, F f) {
-  const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
+  const Tensor x = contiguous_data(a);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   visit_dtype(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
@@ -110,7 +111,7 @@ static void simd_apply(T* out, int64_t n, F f, const In*... in) {
 
 template <class F>
 static Tensor simd_unary_map(const Tensor& a, F f) {
-  const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
+  const Tensor x = contiguous_data(a);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   visit_dtype(x.dtype(), [&]<class T>() { simd_apply(out.data<T>(), x.numel(), f, x.data<T>()); });
   return out;
@@ -119,8 +120,8 @@ static Tensor simd_unary_map(const Tensor& a, F f) {
 template <class F>
 static Tensor simd_binary_map(const Tensor& a, const Tensor& b, const char* op, F f) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return binary_map(a, b, op, f);
-  const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();
-  const Tensor y = b.is_contiguous() ? b : b.detach().contiguous();
+  const Tensor x = contiguous_data(a);
+  const Tensor y = contiguous_data(b);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   visit_dtype(x.dtype(), [&]<class T>() { simd_apply(out.data<T>(), x.numel(), f, x.data<T>(), y.data<T>()); });
   return out;

@@ -5,7 +5,8 @@
 // dimension or the transpose of one: BLAS reads it in place through its transpose flag and
 // lda/ldb. Batch axes are walked with per-operand strides (0 where an operand broadcasts), and the
 // gradient of a broadcast operand is summed by gemm itself (beta = 1 on repeat visits).
-// <cblas.h> lives in this file and core/parallel.cpp only: it clashes with xtensor-blas.
+// <cblas.h> lives in this file and core/parallel.cpp only: it clashes with xtensor-blas
+// (docs/platform.md, which also says how OpenBLAS picks its kernels).
 #include <cblas.h>
 
 #include <algorithm>

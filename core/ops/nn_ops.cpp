@@ -2,9 +2,8 @@
 //
 // cross_entropy and layer_norm are fused llm.c-style kernel pairs (forward/backward over
 // contiguous rows, with shape comments); their autograd wrappers, further down, keep the small
-// per-row caches (max and 1/sum; mean and rstd) the backward needs. Row reductions use xsimd
-// batches: GCC does not vectorise a floating-point reduction without -ffast-math, and std::exp
-// does not vectorise at all (../shared/docs/dependencies.md, trap 2).
+// per-row caches (max and 1/sum; mean and rstd) the backward needs. Row reductions go through the
+// SIMD primitives of simd_rows.h (their precision is stated there).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,89 +12,22 @@
 #include <memory>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
-
 #include "core/autograd.h"
 #include "core/ops.h"
-#include "core/parallel.h"
+#include "core/ops/simd_rows.h"
 #include "core/ops/strided.h"
+#include "core/parallel.h"
 #include "core/random.h"
 
 namespace heed {
 
 namespace {
 
-template <class T>
-using Batch = xsimd::batch<T>;
-
-// The input as a contiguous buffer, outside autograd (the ops record themselves on `a`).
-Tensor contiguous_data(const Tensor& a) { return a.is_contiguous() ? a : a.detach().contiguous(); }
-
-// ------------------------------------------------------------------------------------------
-// Row helpers over n contiguous elements; a scalar tail finishes what the batches leave.
-
-template <class T>
-T row_max(const T* x, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  T m = -std::numeric_limits<T>::infinity();
-  int64_t i = 0;
-  if (n >= W) {
-    Batch<T> mb = Batch<T>::load_unaligned(x);
-    for (i = W; i + W <= n; i += W) mb = xsimd::max(mb, Batch<T>::load_unaligned(x + i));
-    alignas(64) T lanes[W];
-    mb.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
-  }
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-
-// sum(exp(x - shift)). Lanes accumulate in T over blocks whose totals go into a double, so a
-// float32 sum over a 50k vocabulary keeps its precision.
-template <class T>
-double row_exp_sum(const T* x, T shift, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  constexpr int64_t kBlock = 2048;
-  const Batch<T> sb(shift);
-  double total = 0;
-  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
-    const int64_t b1 = std::min(n, b0 + kBlock);
-    Batch<T> acc(T(0));
-    int64_t i = b0;
-    for (; i + W <= b1; i += W) acc += xsimd::exp(Batch<T>::load_unaligned(x + i) - sb);
-    T s = xsimd::hadd(acc);
-    for (; i < b1; ++i) s += std::exp(x[i] - shift);
-    total += s;
-  }
-  return total;
-}
-
-template <class T>
-T row_sum(const T* x, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  Batch<T> acc(T(0));
-  int64_t i = 0;
-  for (; i + W <= n; i += W) acc += Batch<T>::load_unaligned(x + i);
-  T s = xsimd::hadd(acc);
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-
-// sum((x - m)^2): the two-pass variance, which does not cancel catastrophically as E[x^2] - m^2 does.
-template <class T>
-T row_sq_dev(const T* x, T m, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  const Batch<T> mb(m);
-  Batch<T> acc(T(0));
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    const Batch<T> d = Batch<T>::load_unaligned(x + i) - mb;
-    acc = xsimd::fma(d, d, acc);
-  }
-  T s = xsimd::hadd(acc);
-  for (; i < n; ++i) s += (x[i] - m) * (x[i] - m);
-  return s;
-}
+using detail::Batch;
+using detail::contiguous_data;
+using detail::row_max;
+using detail::row_sq_dev;
+using detail::row_sum;
 
 // Strides of a mask of shape `ms` (row-major, contiguous) seen with shape `out`: right-aligned,
 // 0 on broadcast axes. Throws, naming the shapes, unless `ms` broadcasts to `out`.
@@ -128,7 +60,7 @@ double cross_entropy_forward(T* rmax, T* rinv, const T* x, const int32_t* target
     const T* xr = x + r * C;
     // The max keeps exp from overflowing: logits of 1e4 would give inf / inf.
     const T m = row_max(xr, C);
-    const double s = row_exp_sum(xr, m, C);
+    const double s = detail::row_exp_sum<T>(nullptr, xr, T(1), m, C);
     rmax[r] = m;
     rinv[r] = static_cast<T>(1.0 / s);
     loss += static_cast<double>(m) + std::log(s) - static_cast<double>(xr[targets[r]]);

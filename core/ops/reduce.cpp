@@ -5,127 +5,33 @@
 // rows, logits) is the hot path, a tight pointer loop per row; inner > 1 walks the n rows of each
 // outer block once, vectorised across inner, so no transposed copy is needed. Kernels come in
 // llm.c-style forward/backward pairs; the autograd wrappers below each pair capture what the
-// backward needs. The inner loops use xsimd (exp especially: std::exp does not vectorise, and a
-// scalar exp makes softmax ~10x slower: ../shared/docs/dependencies.md, trap 2).
+// backward needs. Rows go through the SIMD primitives of simd_rows.h (their precision is stated
+// there); the inner > 1 paths use xsimd too, since std::exp does not vectorise.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
-
-#include <xsimd/xsimd.hpp>
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/ops/simd_rows.h"
 #include "core/ops/strided.h"
 
 namespace heed {
 
 namespace {
 
+using detail::Batch;
+using detail::contiguous_data;
+using detail::row_dot;
+using detail::row_max;
+using detail::row_max_nan;
+using detail::row_sum;
+
 // ------------------------------------------------------------------------------------------
-// Vector helpers over one contiguous row of n elements. A scalar tail finishes what the batches
-// leave; both use the same formulas, so results differ only in rounding.
-
-template <class T>
-using Batch = xsimd::batch<T>;
-
-// Summing in T lanes, but in blocks whose totals go into a double: a float32 sum of millions of
-// elements stays accurate (the error grows with the block length, not with n).
-template <class T>
-T row_sum(const T* x, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  constexpr int64_t kBlock = 4096;
-  double total = 0;
-  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
-    const int64_t b1 = std::min(n, b0 + kBlock);
-    Batch<T> a0(T(0)), a1(T(0));
-    int64_t i = b0;
-    for (; i + 2 * W <= b1; i += 2 * W) {
-      a0 += Batch<T>::load_unaligned(x + i);
-      a1 += Batch<T>::load_unaligned(x + i + W);
-    }
-    T s = xsimd::hadd(a0 + a1);
-    for (; i < b1; ++i) s += x[i];
-    total += s;
-  }
-  return static_cast<T>(total);
-}
-
-template <class T>
-T row_max(const T* x, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  T m = -std::numeric_limits<T>::infinity();
-  int64_t i = 0;
-  if (n >= W) {
-    Batch<T> mb = Batch<T>::load_unaligned(x);
-    for (i = W; i + W <= n; i += W) mb = xsimd::max(mb, Batch<T>::load_unaligned(x + i));
-    alignas(64) T lanes[W];
-    mb.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
-  }
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-
-// row_max that also reports whether the row holds a NaN (which xsimd::max may drop).
-template <class T>
-T row_max_nan(const T* x, int64_t n, bool& nan) {
-  constexpr int64_t W = Batch<T>::size;
-  T m = -std::numeric_limits<T>::infinity();
-  nan = false;
-  int64_t i = 0;
-  if (n >= W) {
-    Batch<T> mb = Batch<T>::load_unaligned(x);
-    auto bad = xsimd::isnan(mb);  // not mb != mb: xsimd compares with NEQ_OQ, false for NaN
-    for (i = W; i + W <= n; i += W) {
-      const Batch<T> v = Batch<T>::load_unaligned(x + i);
-      mb = xsimd::max(mb, v);
-      bad = bad || xsimd::isnan(v);
-    }
-    nan = xsimd::any(bad);
-    alignas(64) T lanes[W];
-    mb.store_aligned(lanes);
-    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
-  }
-  for (; i < n; ++i) {
-    nan = nan || x[i] != x[i];
-    m = std::max(m, x[i]);
-  }
-  return m;
-}
-
-template <class T>
-T row_dot(const T* a, const T* b, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  Batch<T> acc(T(0));
-  int64_t i = 0;
-  for (; i + W <= n; i += W) acc = xsimd::fma(Batch<T>::load_unaligned(a + i), Batch<T>::load_unaligned(b + i), acc);
-  T s = xsimd::hadd(acc);
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// y = exp(x - shift) (y may be null: only the sum is wanted); returns sum(exp(x - shift)).
-template <class T>
-T row_exp_sum(T* y, const T* x, T shift, int64_t n) {
-  constexpr int64_t W = Batch<T>::size;
-  const Batch<T> sb(shift);
-  Batch<T> acc(T(0));
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(x + i) - sb);
-    if (y) e.store_unaligned(y + i);
-    acc += e;
-  }
-  T s = xsimd::hadd(acc);
-  for (; i < n; ++i) {
-    const T e = std::exp(x[i] - shift);
-    if (y) y[i] = e;
-    s += e;
-  }
-  return s;
-}
+// Vector helpers of the inner > 1 paths (the row primitives are in simd_rows.h).
 
 // y[i] = exp(x[i] - shift[i]) elementwise (the inner > 1 softmax: one shift per column).
 template <class T>
@@ -135,6 +41,28 @@ void exp_sub(T* y, const T* x, const T* shift, int64_t n) {
   for (; i + W <= n; i += W)
     xsimd::exp(Batch<T>::load_unaligned(x + i) - Batch<T>::load_unaligned(shift + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] = std::exp(x[i] - shift[i]);
+}
+
+// A row's max m and the sum of exp(x - m) (each exp written to y unless y is null): the inner == 1
+// softmax, whose max keeps exp from overflowing.
+template <class T>
+std::pair<T, T> shifted_exp_sum(T* y, const T* x, int64_t n) {
+  const T m = row_max(x, n);
+  return {m, static_cast<T>(detail::row_exp_sum(y, x, T(1), m, n))};
+}
+
+// The inner > 1 softmax of one (n, inner) block, column by column: m[i] = max over k of x[k, i],
+// y[k, i] = exp(x[k, i] - m[i]) and s[i] = the sum over k of y[k, i].
+template <class T>
+void column_exp_sums(T* y, T* m, T* s, const T* x, int64_t n, int64_t inner) {
+  std::fill(m, m + inner, -std::numeric_limits<T>::infinity());
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t i = 0; i < inner; ++i) m[i] = std::max(m[i], x[k * inner + i]);
+  std::fill(s, s + inner, T(0));
+  for (int64_t k = 0; k < n; ++k) {
+    exp_sub(y + k * inner, x + k * inner, m, inner);
+    for (int64_t i = 0; i < inner; ++i) s[i] += y[k * inner + i];
+  }
 }
 
 // dx[i] = g[i] - exp(y[i]) * s[i] (s[i] = s0 when s is null): the log_softmax backward.
@@ -253,10 +181,8 @@ template <class T>
 void softmax_forward(T* y, const T* x, int64_t outer, int64_t n, int64_t inner) {
   if (inner == 1) {
     for (int64_t o = 0; o < outer; ++o) {
-      const T* xr = x + o * n;
       T* yr = y + o * n;
-      const T m = row_max(xr, n);
-      const T inv = T(1) / row_exp_sum(yr, xr, m, n);
+      const T inv = T(1) / shifted_exp_sum(yr, x + o * n, n).second;
       for (int64_t k = 0; k < n; ++k) yr[k] *= inv;
     }
     return;
@@ -265,14 +191,7 @@ void softmax_forward(T* y, const T* x, int64_t outer, int64_t n, int64_t inner) 
   for (int64_t o = 0; o < outer; ++o) {
     const T* xo = x + o * n * inner;
     T* yo = y + o * n * inner;
-    std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
-    for (int64_t k = 0; k < n; ++k)
-      for (int64_t i = 0; i < inner; ++i) m[i] = std::max(m[i], xo[k * inner + i]);
-    std::fill(s.begin(), s.end(), T(0));
-    for (int64_t k = 0; k < n; ++k) {
-      exp_sub(yo + k * inner, xo + k * inner, m.data(), inner);
-      for (int64_t i = 0; i < inner; ++i) s[i] += yo[k * inner + i];
-    }
+    column_exp_sums(yo, m.data(), s.data(), xo, n, inner);
     for (int64_t i = 0; i < inner; ++i) s[i] = T(1) / s[i];
     for (int64_t k = 0; k < n; ++k)
       for (int64_t i = 0; i < inner; ++i) yo[k * inner + i] *= s[i];
@@ -317,8 +236,8 @@ void log_softmax_forward(T* y, const T* x, int64_t outer, int64_t n, int64_t inn
     for (int64_t o = 0; o < outer; ++o) {
       const T* xr = x + o * n;
       T* yr = y + o * n;
-      const T m = row_max(xr, n);
-      const T log_s = std::log(row_exp_sum<T>(nullptr, xr, m, n));
+      const auto [m, s] = shifted_exp_sum<T>(nullptr, xr, n);
+      const T log_s = std::log(s);
       for (int64_t k = 0; k < n; ++k) yr[k] = (xr[k] - m) - log_s;
     }
     return;
@@ -327,15 +246,7 @@ void log_softmax_forward(T* y, const T* x, int64_t outer, int64_t n, int64_t inn
   for (int64_t o = 0; o < outer; ++o) {
     const T* xo = x + o * n * inner;
     T* yo = y + o * n * inner;
-    std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
-    for (int64_t k = 0; k < n; ++k)
-      for (int64_t i = 0; i < inner; ++i) m[i] = std::max(m[i], xo[k * inner + i]);
-    // y's rows serve as scratch for exp(x - m) before they get their final values.
-    std::fill(s.begin(), s.end(), T(0));
-    for (int64_t k = 0; k < n; ++k) {
-      exp_sub(yo + k * inner, xo + k * inner, m.data(), inner);
-      for (int64_t i = 0; i < inner; ++i) s[i] += yo[k * inner + i];
-    }
+    column_exp_sums(yo, m.data(), s.data(), xo, n, inner);  // y's rows as scratch for exp(x - m)
     for (int64_t i = 0; i < inner; ++i) s[i] = std::log(s[i]);
     for (int64_t k = 0; k < n; ++k)
       for (int64_t i = 0; i < inner; ++i) yo[k * inner + i] = (xo[k * inner + i] - m[i]) - s[i];
@@ -392,9 +303,6 @@ AxisView axis_view(const Tensor& a, int64_t axis, bool keepdim, const char* op) 
   }
   return v;
 }
-
-// The input as a contiguous buffer, outside autograd (the ops record themselves on `a`).
-Tensor contiguous_data(const Tensor& a) { return a.is_contiguous() ? a : a.detach().contiguous(); }
 
 Tensor sum_or_mean(const Tensor& a, int64_t axis, bool keepdim, bool is_mean) {
   const char* op = is_mean ? "mean" : "sum";
@@ -465,32 +373,30 @@ Tensor max(const Tensor& a, int64_t axis, bool keepdim) {
   });
 }
 
-Tensor softmax(const Tensor& a, int64_t axis) {
-  const AxisView v = axis_view(a, axis, true, "softmax");
+// softmax and log_softmax share their wrapper: the backward of each reads only the output y.
+template <class Forward, class Backward>
+static Tensor softmax_like(const Tensor& a, int64_t axis, const char* op, Forward forward, Backward backward) {
+  const AxisView v = axis_view(a, axis, true, op);
   const Tensor x = contiguous_data(a);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
-  visit_dtype(a.dtype(), [&]<class T>() { softmax_forward<T>(out.data<T>(), x.data<T>(), v.outer, v.n, v.inner); });
-  return record("softmax", out, {a}, [v, y = out.detach()](const Tensor& g) {
+  visit_dtype(a.dtype(), [&]<class T>() { forward(out.data<T>(), x.data<T>(), v.outer, v.n, v.inner); });
+  return record(op, out, {a}, [v, y = out.detach(), backward](const Tensor& g) {
     Tensor dx = Tensor::empty(y.shape(), y.dtype());
-    visit_dtype(y.dtype(), [&]<class T>() {
-      softmax_backward<T>(dx.data<T>(), g.data<T>(), y.data<T>(), v.outer, v.n, v.inner);
-    });
+    visit_dtype(y.dtype(), [&]<class T>() { backward(dx.data<T>(), g.data<T>(), y.data<T>(), v.outer, v.n, v.inner); });
     return std::vector<Tensor>{dx};
   });
 }
 
+Tensor softmax(const Tensor& a, int64_t axis) {
+  return softmax_like(
+      a, axis, "softmax", [](auto... args) { softmax_forward(args...); },
+      [](auto... args) { softmax_backward(args...); });
+}
+
 Tensor log_softmax(const Tensor& a, int64_t axis) {
-  const AxisView v = axis_view(a, axis, true, "log_softmax");
-  const Tensor x = contiguous_data(a);
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  visit_dtype(a.dtype(), [&]<class T>() { log_softmax_forward<T>(out.data<T>(), x.data<T>(), v.outer, v.n, v.inner); });
-  return record("log_softmax", out, {a}, [v, y = out.detach()](const Tensor& g) {
-    Tensor dx = Tensor::empty(y.shape(), y.dtype());
-    visit_dtype(y.dtype(), [&]<class T>() {
-      log_softmax_backward<T>(dx.data<T>(), g.data<T>(), y.data<T>(), v.outer, v.n, v.inner);
-    });
-    return std::vector<Tensor>{dx};
-  });
+  return softmax_like(
+      a, axis, "log_softmax", [](auto... args) { log_softmax_forward(args...); },
+      [](auto... args) { log_softmax_backward(args...); });
 }
 
 }  // namespace heed

@@ -1,4 +1,4 @@
-// heed (internal): iteration over strided, broadcast views, shared by the op families.
+// heed (internal): strided and broadcast views as the op families' kernels read them.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,10 @@
 #include "core/tensor.h"
 
 namespace heed::detail {
+
+/// The tensor's data as a contiguous buffer, outside autograd: itself when already contiguous,
+/// else a copy. Kernels read it; the op records itself on the original tensor.
+inline Tensor contiguous_data(const Tensor& a) { return a.is_contiguous() ? a : a.detach().contiguous(); }
 
 /// Axis `axis` normalised into [0, ndim); throws naming `op` and the shape when out of range.
 inline int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op, const Shape& shape) {

@@ -9,27 +9,31 @@
 #include "core/ops.h"
 #include "corpus.h"
 #include "nn/gpt_checkpoint.h"
+#include "io.h"
+#include "resources.h"
 #include "seq2seq.h"
-#include "run_state.h"
+#include "seq2seq_checkpoint.h"
 #include "svg.h"
 
 namespace heed::cli {
 
+namespace {
+
 // Every MultiHeadAttention in the tree, with its dotted path, in registration order.
-static void find_attention(nn::Module& m, const std::string& path,
+void find_attention(nn::Module& m, const std::string& path,
                            std::vector<std::pair<std::string, nn::MultiHeadAttention*>>& out) {
   if (auto* a = dynamic_cast<nn::MultiHeadAttention*>(&m)) out.emplace_back(path, a);
   for (auto& [name, child] : m.children()) find_attention(*child, path.empty() ? name : path + "." + name, out);
 }
 
-static std::string shown(char32_t c) {
+std::string shown(char32_t c) {
   if (c == U'\n') return "\\n";
   if (c == U' ') return "\u2423";  // open box: a visible space
   return encode_utf8(c);
 }
 
 // One heatmap per head from weights (1, nh, Tq, Tk).
-static void add_heads(std::vector<Heatmap>& maps, const std::string& title, const Tensor& w,
+void add_heads(std::vector<Heatmap>& maps, const std::string& title, const Tensor& w,
                       const std::vector<std::string>& rows, const std::vector<std::string>& cols) {
   const int64_t nh = w.size(1), Tq = w.size(2), Tk = w.size(3);
   const std::vector<double> v = w.to_vector<double>();
@@ -43,11 +47,30 @@ static void add_heads(std::vector<Heatmap>& maps, const std::string& title, cons
   }
 }
 
+// What an SVG of `cells` heatmap cells takes (each a <rect> with its <title>, about 150 bytes), and
+// the most one drawing may hold: beyond that no viewer opens it.
+constexpr double kBytesPerCell = 150;
+constexpr double kMaxSvgBytes = 256.0 * (1 << 20);
+
+void check_drawing_size(double cells, const std::string& what) {
+  if (cells * kBytesPerCell > kMaxSvgBytes)
+    throw UsageError(what + " would draw " + format_value(cells) + " heatmap cells, an SVG of about " +
+                     format_bytes(cells * kBytesPerCell) + " (at most " + format_bytes(kMaxSvgBytes) +
+                     "); give a shorter --text");
+  require_memory(3 * cells * kBytesPerCell, what + " drawing " + format_value(cells) + " cells", true);
+}
+
+}  // namespace
+
 int run_attention(const std::string& checkpoint, const std::string& text, const std::string& out) {
   if (checkpoint.empty()) throw UsageError("--checkpoint is required");
   if (text.empty()) throw UsageError("--text must not be empty");
   if (out.empty()) throw UsageError("--out is required");
-  nn::SafetensorsFile file = nn::load_safetensors(checkpoint);
+  if (same_file(checkpoint, out)) throw UsageError("--out " + out + " is the --checkpoint; it would be overwritten");
+  require_own_output(out, "--out", "<svg");
+  const std::string bytes = read_input_file(checkpoint, 4.0);
+  nn::SafetensorsFile file =
+      nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), checkpoint);
   NoGradGuard no_grad;
   std::vector<Heatmap> maps;
   std::string title;
@@ -58,6 +81,9 @@ int run_attention(const std::string& checkpoint, const std::string& text, const 
     for (char c : text)
       if (c < 32 || c > 126) throw Error("--text: the seq2seq model reads printable ASCII only");
     if (static_cast<int64_t>(text.size()) > kSeq2SeqMaxLen) throw UsageError("--text: longer than the model's maximum length");
+    check_drawing_size(double(o.n_layer) * double(o.n_head) * double(kSeq2SeqMaxLen) * double(text.size()),
+                       checkpoint + " (" + std::to_string(o.n_layer) + " decoder layers x " +
+                           std::to_string(o.n_head) + " heads)");
     const std::string decoded = greedy_decode(*model, {text}, kSeq2SeqMaxLen - 1)[0];
     // Decode once more over the whole output, keeping the cross-attention weights.
     std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attns;
@@ -78,12 +104,18 @@ int run_attention(const std::string& checkpoint, const std::string& text, const 
     title = "cross-attention: \"" + text + "\" -> \"" + decoded + "\" (rows: output, columns: source)";
     columns = static_cast<int>(std::min<int64_t>(4, o.n_head));
   } else {
-    nn::LoadedGPT loaded = nn::load_gpt_checkpoint(checkpoint);
+    nn::LoadedGPT loaded = nn::load_gpt_checkpoint_from_bytes(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                              bytes.size(), checkpoint);
     const Vocab vocab(decode_utf8(loaded.vocab_utf8, checkpoint + ": metadata \"vocab\""));
     std::u32string chars = decode_utf8(text, "--text");
     const int64_t block = loaded.model->config().block_size;
     if (static_cast<int64_t>(chars.size()) > block) chars = chars.substr(chars.size() - block);  // as sampling crops
     const std::vector<int32_t> ids = vocab.encode(chars, "--text");
+    const nn::GPTConfig& c = loaded.model->config();
+    const double T = double(ids.size());
+    check_drawing_size(double(c.n_layer) * double(c.n_head) * T * T,
+                       "--text of " + std::to_string(ids.size()) + " characters over " + checkpoint + " (" +
+                           std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads)");
     std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attns;
     find_attention(*loaded.model, "", attns);
     for (auto& [_, a] : attns) a->set_keep_attention(true);
@@ -95,8 +127,8 @@ int run_attention(const std::string& checkpoint, const std::string& text, const 
     title = "causal self-attention over \"" + text + "\" (rows: queries, columns: keys)";
     columns = static_cast<int>(loaded.model->config().n_head);
   }
-  write_text_file(out, heatmaps_svg(title, maps, columns));
-  std::printf("wrote %s (%zu heatmaps)\n", out.c_str(), maps.size());
+  write_file_atomically(out, heatmaps_svg(title, maps, columns));
+  write_stdout("wrote " + out + " (" + std::to_string(maps.size()) + " heatmaps)\n");
   return 0;
 }
 

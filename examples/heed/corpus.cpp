@@ -8,8 +8,14 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "stop.h"
 
 namespace heed::cli {
+
+namespace {
+// Long loops over a text check for a stop signal every 2^22 characters (a few milliseconds).
+constexpr size_t kStopCheckMask = (size_t(1) << 22) - 1;
+}  // namespace
 
 std::u32string decode_utf8(const std::string& s, const std::string& what) {
   std::u32string out;
@@ -17,7 +23,8 @@ std::u32string decode_utf8(const std::string& s, const std::string& what) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   size_t i = 0;
-  while (i < n) {
+  for (size_t chars = 0; i < n; ++chars) {
+    if ((chars & kStopCheckMask) == 0) check_stop();  // a large corpus takes seconds
     const unsigned char c = p[i];
     if (c < 0x80) {
       out.push_back(c);
@@ -70,18 +77,6 @@ std::string encode_utf8(const std::u32string& text) {
   return o;
 }
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  // An ifstream "reads" a directory as an empty file; say what it is instead.
-  HEED_CHECK(!std::filesystem::is_directory(path, ec), path, ": is a directory, not a file");
-  std::ifstream f(path, std::ios::binary);
-  HEED_CHECK(f.good(), path, ": cannot open (", std::strerror(errno), ")");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  HEED_CHECK(!f.bad(), path, ": read error");
-  return ss.str();
-}
-
 Vocab::Vocab(std::u32string chars) : chars_(std::move(chars)) {
   // Any order (a checkpoint's vocab is in id order, which need not be sorted); no repeats, and
   // only Unicode code points.
@@ -96,9 +91,17 @@ Vocab::Vocab(std::u32string chars) : chars_(std::move(chars)) {
 }
 
 Vocab Vocab::from_text(const std::u32string& text) {
-  std::u32string chars = text;
-  std::sort(chars.begin(), chars.end());
-  chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
+  // One pass marking the code points present (no sorted copy of a text of any size), then the
+  // marked ones in order: the sorted set.
+  std::vector<bool> present(0x110000, false);
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((i & kStopCheckMask) == 0) check_stop();
+    HEED_CHECK(text[i] < present.size(), "vocabulary: U+", std::hex, uint32_t(text[i]), " is not a Unicode code point");
+    present[text[i]] = true;
+  }
+  std::u32string chars;
+  for (char32_t c = 0; c < present.size(); ++c)
+    if (present[c]) chars.push_back(c);
   return Vocab(std::move(chars));
 }
 
@@ -110,6 +113,7 @@ int32_t Vocab::start_id() const {
 std::vector<int32_t> Vocab::encode(const std::u32string& text, const std::string& what) const {
   std::vector<int32_t> ids(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
+    if ((i & kStopCheckMask) == 0) check_stop();
     const char32_t c = text[i];
     const int32_t id = c < lookup_.size() ? lookup_[c] : -1;
     if (id < 0) {

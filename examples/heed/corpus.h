@@ -17,9 +17,6 @@ std::u32string decode_utf8(const std::string& bytes, const std::string& what);
 std::string encode_utf8(const std::u32string& text);
 std::string encode_utf8(char32_t c);
 
-/// Reads a whole file; throws heed::Error naming the path when it cannot (or it is a directory).
-std::string read_file(const std::string& path);
-
 class Vocab {
  public:
   Vocab() = default;

@@ -1,130 +1,105 @@
-// The `heed` command line: train, sample, eval and bench character-level GPTs.
-// Exit codes: 0 success, 1 bad data (files, checkpoints, numerical failure), 2 usage errors
-// (unknown or nonsensical flags), 128+N when stopped by signal N (after saving a checkpoint).
+// The `heed` command line: train, sample, eval and bench character-level GPTs, seq2seq, attention
+// pictures and loss plots. Exit codes: 0 success, 1 bad data (files, checkpoints, numerical
+// failure, a failed write), 2 usage errors (unknown or nonsensical flags), 128+N when stopped by
+// signal N (after saving what training had). docs/reliability.md lists every promise.
+//
+// The flags of each subcommand come from its option table (options.h); this file only registers
+// them with CLI11 and hands the parsed structs to the commands.
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <filesystem>
 #include <new>
 #include <string>
 
 #include "commands.h"
+#include "config_file.h"
+#include "io.h"
+#include "resources.h"
 #include "seq2seq.h"
+#include "stop.h"
+#include "train_options.h"
 
 using namespace heed::cli;
 
-static int fail(int code, std::string msg) {
+namespace {
+
+int fail(int code, std::string msg) {
   for (char& c : msg)
     if (c == '\n' || c == '\r') c = ' ';
   std::fprintf(stderr, "heed: error: %s\n", msg.c_str());
   return code;
 }
 
-// CLI11 2.1 reads a config file only for the main app, not for a subcommand's set_config: apply
-// `train --config FILE` here the way CLI11 applies one to the main app. Each key is the long name of
-// a flag of `cmd` (a `[train]` section is accepted too); flags given on the command line win.
-static void apply_config_file(CLI::App* cmd) {
-  CLI::Option* cfg = cmd->get_config_ptr();
-  if (cfg == nullptr || cfg->empty()) return;
-  const std::string path = cfg->as<std::string>();
-  const auto fmt = cmd->get_config_formatter();
-  for (const CLI::ConfigItem& item : fmt->from_file(path)) {
-    if (item.name == "++" || item.name == "--") continue;  // section markers
-    const bool ours = item.parents.empty() || (item.parents.size() == 1 && item.parents[0] == cmd->get_name());
-    CLI::Option* op = ours ? cmd->get_option_no_throw("--" + item.name) : nullptr;
-    if (op == nullptr || op == cfg)
-      throw UsageError("--config " + path + ": '" + item.fullname() + "' is not a flag of heed " + cmd->get_name());
-    if (!op->empty()) continue;  // given on the command line
-    if (op->get_expected_min() == 0)
-      op->add_result(op->get_flag_value(item.name, fmt->to_flag(item)));
-    else
-      op->add_result(item.inputs);
-    op->run_callback();
+// Registers every option of `table` on `cmd`, setting the members of `o` (which holds the
+// defaults, so --help shows them). Each option answers to --flag and to nanoGPT's --name; a
+// boolean also to --no-flag.
+template <class T>
+void add_options(CLI::App* cmd, const OptionTable<T>& table, T& o) {
+  for (const auto& opt : table) {
+    std::string names;
+    for (const auto& s : opt.spellings()) names += (names.empty() ? "--" : ",--") + s;
+    std::visit(
+        [&](auto member) {
+          using M = std::remove_reference_t<decltype(o.*member)>;
+          CLI::Option* added;
+          if constexpr (std::is_same_v<M, bool>)
+            added = cmd->add_flag(names + ",!--no-" + opt.flag, o.*member, opt.help);
+          else
+            added = cmd->add_option(names, o.*member, opt.help);
+          added->capture_default_str();
+          if (opt.required) added->required();
+        },
+        opt.member);
   }
 }
 
-// The path a run's config.toml records for --data: absolute, so the file repeats the run from any
-// directory (and --resume finds the corpus again).
-static void make_data_path_absolute(CLI::App* cmd) {
-  CLI::Option* data = cmd->get_option("--data");
-  if (data->empty()) return;
-  const std::string path = data->as<std::string>();
-  if (path.empty()) return;
-  std::error_code ec;
-  const std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
-  if (ec || abs == path) return;
-  data->clear();
-  data->add_result(abs);
-  data->run_callback();
+// The names of the table's options given on the command line.
+template <class T>
+std::set<std::string> given_options(CLI::App* cmd, const OptionTable<T>& table) {
+  std::set<std::string> given;
+  for (const auto& opt : table)
+    if (cmd->count("--" + opt.flag) > 0) given.insert(opt.name);
+  return given;
 }
 
-static void add_model_flags(CLI::App* cmd, TrainOptions& o) {
-  cmd->add_option("--data", o.data, "UTF-8 text file to train on (default: the bundled tiny shakespeare)");
-  cmd->add_option("--n-layer", o.n_layer, "Transformer blocks")->capture_default_str();
-  cmd->add_option("--n-head", o.n_head, "attention heads per block")->capture_default_str();
-  cmd->add_option("--n-embd", o.n_embd, "embedding width (divisible by --n-head)")->capture_default_str();
-  cmd->add_option("--block-size", o.block_size, "context length in characters")->capture_default_str();
-  cmd->add_option("--dropout", o.dropout, "dropout probability in [0, 1)")->capture_default_str();
-  cmd->add_flag("--bias,!--no-bias", o.bias, "biases in Linear and LayerNorm layers")->capture_default_str();
-  cmd->add_option("--batch-size", o.batch_size, "sequences per batch")->capture_default_str();
-  cmd->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr", o.min_lr, "final learning rate of the cosine decay")->capture_default_str();
-  cmd->add_option("--warmup-iters", o.warmup_iters, "linear warm-up steps")->capture_default_str();
-  cmd->add_option("--lr-decay-iters", o.lr_decay_iters, "step at which the cosine decay reaches --min-lr")->capture_default_str();
-  cmd->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (2-D tensors only)")->capture_default_str();
-  cmd->add_option("--beta1", o.beta1, "AdamW beta1")->capture_default_str();
-  cmd->add_option("--beta2", o.beta2, "AdamW beta2")->capture_default_str();
-  cmd->add_option("--grad-clip", o.grad_clip, "clip the global gradient norm to this (0: off)")->capture_default_str();
-  cmd->add_option("--seed", o.seed, "random seed (initialisation, batches, dropout)")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "threads for matrix products and kernels (0: all cores)")->capture_default_str();
-  cmd->add_flag("--profile", o.profile, "print time per op (forward/backward) and the GEMM share at the end");
-}
+}  // namespace
 
 int main(int argc, char** argv) {
   // Keep freed memory in the process: fresh pages cost a fault each on first touch, and a
   // training step frees and reallocates the same buffers every iteration.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  install_stop_handlers();
 
   CLI::App app{"heed: train, sample and evaluate character-level GPTs"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
+  std::string memory_limit;
+  app.add_option("--memory-limit", memory_limit,
+                 "the memory heed may plan to use, e.g. 4G (default: HEED_MEMORY_LIMIT, else the system's)");
+  app.fallthrough();  // `heed train --memory-limit 4G` as well as `heed --memory-limit 4G train`
 
-  TrainOptions train_opts;
+  TrainRequest train_req;
+  train_req.options = defaults(train_option_table());
   auto* train = app.add_subcommand("train", "train a GPT on a text file (nanoGPT's shakespeare_char recipe)");
-  add_model_flags(train, train_opts);
-  train->add_option("--out", train_opts.out, "run directory: model.safetensors, train_state.safetensors, log.jsonl")->capture_default_str();
-  train->add_flag("--resume", train_opts.resume, "continue the run in --out from its last checkpoint");
-  train->add_option("--max-iters", train_opts.max_iters, "training iterations")->capture_default_str();
-  train->add_option("--eval-interval", train_opts.eval_interval, "evaluate and checkpoint every N iterations")->capture_default_str();
-  train->add_option("--eval-iters", train_opts.eval_iters, "batches per split in each evaluation")->capture_default_str();
-  train->add_option("--log-interval", train_opts.log_interval, "print a progress line every N iterations (when not a terminal)")->capture_default_str();
-  train->add_option("--sample-tokens", train_opts.sample_tokens, "characters to sample at the end")->capture_default_str();
-  train->set_config("--config", "", "read flags from a TOML/INI file (each run writes DIR/config.toml)");
+  add_options(train, train_option_table(), train_req.options);
+  train->add_flag("--resume", train_req.resume, "continue the run in --out from its last checkpoint");
+  train->add_flag("--overwrite", train_req.overwrite, "start over in an --out that holds a run (its files are removed)");
+  train->add_option("--config", train_req.config,
+                    "read options from a TOML file such as a run's config.toml (flags given here win)");
 
-  TrainOptions bench_opts;
-  bench_opts.bench_iters = 20;
+  TrainOptions bench_opts = defaults(bench_option_table());
   auto* bench = app.add_subcommand("bench", "time full training iterations; prints one JSON line");
-  add_model_flags(bench, bench_opts);
-  bench->add_option("--iters", bench_opts.bench_iters, "timed iterations (after 3 warm-up ones)")->capture_default_str();
+  add_options(bench, bench_option_table(), bench_opts);
 
-  SampleOptions sample_opts;
+  SampleOptions sample_opts = defaults(sample_option_table());
   auto* sample = app.add_subcommand("sample", "generate text from a checkpoint");
-  sample->add_option("--checkpoint", sample_opts.checkpoint, "model.safetensors written by heed train (or PyTorch)")->required();
-  sample->add_option("--prompt", sample_opts.prompt, "text to continue (default: a newline)");
-  sample->add_option("--tokens", sample_opts.tokens, "characters to generate")->capture_default_str();
-  sample->add_option("--temperature", sample_opts.temperature, "softmax temperature (0: greedy argmax)")->capture_default_str();
-  sample->add_option("--top-k", sample_opts.top_k, "sample among the k most likely characters (0: all)")->capture_default_str();
-  sample->add_option("--seed", sample_opts.seed, "random seed")->capture_default_str();
-  sample->add_option("--threads", sample_opts.threads, "threads (0: all cores)")->capture_default_str();
+  add_options(sample, sample_option_table(), sample_opts);
 
-  EvalOptions eval_opts;
+  EvalOptions eval_opts = defaults(eval_option_table());
   auto* eval = app.add_subcommand("eval", "mean next-character cross-entropy of a checkpoint on a text file");
-  eval->add_option("--checkpoint", eval_opts.checkpoint, "model.safetensors")->required();
-  eval->add_option("--data", eval_opts.data, "UTF-8 text file")->required();
-  eval->add_option("--batch-size", eval_opts.batch_size, "windows per forward pass")->capture_default_str();
-  eval->add_option("--threads", eval_opts.threads, "threads (0: all cores)")->capture_default_str();
+  add_options(eval, eval_option_table(), eval_opts);
 
   std::vector<std::string> plot_logs;
   std::string plot_out;
@@ -132,21 +107,12 @@ int main(int argc, char** argv) {
   plot->add_option("--log", plot_logs, "log.jsonl written by heed train (repeat to compare runs)")->required();
   plot->add_option("--out", plot_out, "SVG file to write")->required();
 
-  Seq2SeqOptions s2s_opts;
+  Seq2SeqOptions s2s_opts = defaults(seq2seq_option_table());
+  bool s2s_overwrite = false;
   auto* s2s = app.add_subcommand("seq2seq", "train the encoder-decoder Transformer on a generated task; "
                                              "the last line is {\"task\", \"exact_match\", \"examples\"}");
-  s2s->add_option("--task", s2s_opts.task, "copy, reverse or dates")->required();
-  s2s->add_option("--seed", s2s_opts.seed, "random seed (data, initialisation)")->capture_default_str();
-  s2s->add_option("--max-iters", s2s_opts.max_iters, "training iterations (default: copy 1000, reverse 2000, dates 1500)");
-  s2s->add_option("--out", s2s_opts.out, "directory for model.safetensors (for heed attention)");
-  s2s->add_option("--batch-size", s2s_opts.batch_size, "examples per batch")->capture_default_str();
-  s2s->add_option("--d-model", s2s_opts.d_model, "model width")->capture_default_str();
-  s2s->add_option("--n-head", s2s_opts.n_head, "attention heads")->capture_default_str();
-  s2s->add_option("--n-layer", s2s_opts.n_layer, "encoder layers (and as many decoder layers)")->capture_default_str();
-  s2s->add_option("--lr", s2s_opts.lr, "peak learning rate")->capture_default_str();
-  s2s->add_option("--examples", s2s_opts.test_examples, "held-out test examples")->capture_default_str();
-  s2s->add_option("--log-interval", s2s_opts.log_interval, "report every N iterations")->capture_default_str();
-  s2s->add_option("--threads", s2s_opts.threads, "threads (0: all cores)")->capture_default_str();
+  add_options(s2s, seq2seq_option_table(), s2s_opts);
+  s2s->add_flag("--overwrite", s2s_overwrite, "start over in an --out that holds a seq2seq run (its files are removed)");
 
   std::string attn_ckpt, attn_text, attn_out;
   auto* attn = app.add_subcommand("attention", "draw attention weights as SVG heatmaps (GPT: self-attention per "
@@ -166,12 +132,12 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+    set_memory_limit_flag(memory_limit);
     if (train->parsed()) {
-      apply_config_file(train);
-      make_data_path_absolute(train);
-      train_opts.max_iters_given = train->count("--max-iters") > 0;
-      for (const CLI::Option* opt : train->get_options())
-        if (opt->count() > 0) train_opts.flags_given.push_back(opt->get_name());
+      train_req.from_command_line = given_options(train, train_option_table());
+      if (!train_req.config.empty())
+        apply_config(train_option_table(), read_config_file(train_req.config), train_req.config, "heed train",
+                     train_req.from_command_line, train_req.options, train_req.from_config);
     }
   } catch (const UsageError& e) {
     return fail(2, e.what());
@@ -184,13 +150,20 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (train->parsed()) return run_train(train_opts, train->config_to_str(true, false));
-    if (bench->parsed()) return run_bench(bench_opts);
-    if (sample->parsed()) return run_sample(sample_opts);
-    if (eval->parsed()) return run_eval(eval_opts);
-    if (plot->parsed()) return run_plot(plot_logs, plot_out);
-    if (s2s->parsed()) return run_seq2seq(s2s_opts);
-    if (attn->parsed()) return run_attention(attn_ckpt, attn_text, attn_out);
+    int code = 0;
+    if (train->parsed()) code = run_train(train_req);
+    else if (bench->parsed()) code = run_bench(bench_opts);
+    else if (sample->parsed()) code = run_sample(sample_opts);
+    else if (eval->parsed()) code = run_eval(eval_opts);
+    else if (plot->parsed()) code = run_plot(plot_logs, plot_out);
+    else if (s2s->parsed()) code = run_seq2seq(s2s_opts, s2s_overwrite);
+    else if (attn->parsed()) code = run_attention(attn_ckpt, attn_text, attn_out);
+    finish_stdout();  // output is complete or the command fails
+    return code;
+  } catch (const Stopped& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "heed: stopped by signal %d\n", e.signal);
+    return 128 + e.signal;
   } catch (const UsageError& e) {
     return fail(2, e.what());
   } catch (const heed::Error& e) {
@@ -200,5 +173,4 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
-  return 0;
 }

@@ -2,11 +2,18 @@
 // separately, plus the optimizer, and the share of all of it spent in matrix products (GEMM).
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
 
 namespace heed::cli {
+
+/// Seconds on a monotonic clock: progress lines, elapsed_s, timings.
+inline double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
 
 class Profiler {
  public:

@@ -1,6 +1,7 @@
 // `heed sample` and `heed eval`: generation and held-out loss from a checkpoint.
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -8,18 +9,58 @@
 #include "core/ops.h"
 #include "corpus.h"
 #include "generate.h"
+#include "io.h"
 #include "nn/gpt_checkpoint.h"
+#include "resources.h"
+#include "stop.h"
+#include "train_options.h"
 
 namespace heed::cli {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+OptionTable<SampleOptions> make_sample_table() {
+  using S = SampleOptions;
+  return {
+      {"checkpoint", "checkpoint", {}, &S::checkpoint, std::string(), {},
+       "model.safetensors written by heed train (or PyTorch)", Role::local, true, true},
+      {"prompt", "prompt", {}, &S::prompt, std::string(), {}, "text to continue (default: a newline)", Role::local},
+      {"tokens", "tokens", {"max_new_tokens"}, &S::tokens, int64_t(500), {0, double(kMaxSampleTokens)},
+       "characters to generate", Role::local},
+      {"temperature", "temperature", {}, &S::temperature, 0.8, {0, kInf}, "softmax temperature (0: greedy argmax)",
+       Role::local},
+      {"top-k", "top_k", {}, &S::top_k, int64_t(200), {0, kInf}, "sample among the k most likely characters (0: all)",
+       Role::local},
+      {"seed", "seed", {}, &S::seed, int64_t(1337), {0, kInf}, "random seed", Role::local},
+      {"threads", "threads", {}, &S::threads, int64_t(0), {0, double(kMaxThreads)}, "threads (0: all cores)", Role::local},
+  };
+}
+
+OptionTable<EvalOptions> make_eval_table() {
+  using E = EvalOptions;
+  return {
+      {"checkpoint", "checkpoint", {}, &E::checkpoint, std::string(), {}, "model.safetensors", Role::local, true, true},
+      {"data", "data", {}, &E::data, std::string(), {}, "UTF-8 text file", Role::local, true, true},
+      {"batch-size", "batch_size", {}, &E::batch_size, int64_t(64), {1, kInf},
+       "windows per forward pass (fewer if memory needs; the result does not change)", Role::local},
+      {"threads", "threads", {}, &E::threads, int64_t(0), {0, double(kMaxThreads)}, "threads (0: all cores)", Role::local},
+  };
+}
 
 struct LoadedModel {
   std::shared_ptr<nn::GPT> model;
   Vocab vocab;
 };
 
-static LoadedModel load_model(const std::string& path) {
+// Reads a GPT checkpoint (a regular file whose loading fits in memory; its config's sizes are
+// backed by the tensors in the file before the model is built, nn/gpt_checkpoint.h).
+LoadedModel load_model(const std::string& path) {
   if (path.empty()) throw UsageError("--checkpoint is required");
-  nn::LoadedGPT loaded = nn::load_gpt_checkpoint(path);
+  const std::string bytes = read_input_file(path, 4.0);  // the bytes, the parsed tensors, their float32 copies, the model
+  nn::LoadedGPT loaded =
+      nn::load_gpt_checkpoint_from_bytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
   const std::u32string chars = decode_utf8(loaded.vocab_utf8, path + ": metadata \"vocab\"");
   HEED_CHECK(static_cast<int64_t>(chars.size()) == loaded.model->config().vocab_size, path,
              ": metadata \"vocab\" has ", chars.size(), " characters but config vocab_size is ",
@@ -29,49 +70,67 @@ static LoadedModel load_model(const std::string& path) {
   return m;
 }
 
+}  // namespace
+
+const OptionTable<SampleOptions>& sample_option_table() {
+  static const OptionTable<SampleOptions> table = make_sample_table();
+  return table;
+}
+
+const OptionTable<EvalOptions>& eval_option_table() {
+  static const OptionTable<EvalOptions> table = make_eval_table();
+  return table;
+}
+
 int run_sample(const SampleOptions& o) {
-  if (o.tokens < 0) throw UsageError("--tokens must not be negative");
-  if (o.tokens > kMaxSampleTokens)
-    throw UsageError("--tokens " + std::to_string(o.tokens) + " is more than one run generates (at most " +
-                     std::to_string(kMaxSampleTokens) + ")");
-  if (!std::isfinite(o.temperature) || o.temperature < 0) throw UsageError("--temperature must be a number >= 0 (0: greedy)");
-  if (o.top_k < 0) throw UsageError("--top-k must not be negative (0: no limit)");
+  check_ranges(sample_option_table(), o);
   apply_threads(o.threads);
   LoadedModel m = load_model(o.checkpoint);
+  const nn::GPTConfig& c = m.model->config();
+  require_memory(gpt_loading_bytes(c) + gpt_forward_bytes_per_row(c, c.block_size) + 4.0 * double(o.tokens),
+                 o.checkpoint + " sampling " + std::to_string(o.tokens) + " characters", false);
   std::vector<int32_t> ids;
   if (o.prompt.empty()) {
     ids.push_back(m.vocab.start_id());
   } else {
     ids = m.vocab.encode(decode_utf8(o.prompt, "--prompt"), "--prompt");
-    std::fputs(o.prompt.c_str(), stdout);
+    write_stdout(o.prompt);
   }
-  std::fflush(stdout);
-  Generator gen(o.seed);
+  Generator gen(static_cast<uint64_t>(o.seed));
   generate(*m.model, ids, o.tokens, o.temperature, o.top_k, gen, [&](int32_t id) {
-    std::fputs(m.vocab.decode(id).c_str(), stdout);
-    std::fflush(stdout);
+    write_stdout(m.vocab.decode(id));  // byte for byte: a NUL in the vocabulary is written too
+    check_stop();
   });
-  std::fputs("\n", stdout);
+  write_stdout("\n");
   return 0;
 }
 
 int run_eval(const EvalOptions& o) {
+  check_ranges(eval_option_table(), o);
   if (o.data.empty()) throw UsageError("--data is required");
-  if (o.batch_size < 1) throw UsageError("--batch-size must be at least 1");
   apply_threads(o.threads);
   LoadedModel m = load_model(o.checkpoint);
-  const std::vector<int32_t> ids = m.vocab.encode(decode_utf8(read_file(o.data), o.data), o.data);
-  const int64_t B = m.model->config().block_size;
+  const nn::GPTConfig& c = m.model->config();
+  const int64_t B = c.block_size;
+  // The text (bytes, code points, ids: 9 bytes per byte at most) and at least one window.
+  const std::vector<int32_t> ids = m.vocab.encode(decode_utf8(read_input_file(o.data, 9.0), o.data), o.data);
   const int64_t n = static_cast<int64_t>(ids.size());
   HEED_CHECK(n >= B + 1, o.data, ": ", n, " characters are too few for one window of block_size ", B,
              " (needs at least ", B + 1, ")");
   // Consecutive non-overlapping windows x = text[s:s+B], y = text[s+1:s+B+1], s = 0, B, 2B, ...
   const int64_t windows = (n - 1) / B;
+  // Batches of --batch-size windows, or as many as the memory left holds: the mean is the same.
+  const double fixed = gpt_loading_bytes(c) + 9.0 * double(n);
+  const double per_row = gpt_forward_bytes_per_row(c, B);
+  require_memory(fixed + per_row, o.checkpoint + " evaluating windows of " + std::to_string(B) + " characters", false);
+  const double room = (double(memory_limit()) - fixed) / per_row;
+  const int64_t rows_per_batch = std::max<int64_t>(1, std::min<double>({double(o.batch_size), double(windows), room}));
   NoGradGuard no_grad;
   double total = 0;
   std::vector<int32_t> x, y;
-  for (int64_t w0 = 0; w0 < windows; w0 += o.batch_size) {
-    const int64_t rows = std::min(o.batch_size, windows - w0);
+  for (int64_t w0 = 0; w0 < windows; w0 += rows_per_batch) {
+    check_stop();
+    const int64_t rows = std::min(rows_per_batch, windows - w0);
     x.clear();
     y.clear();
     for (int64_t r = 0; r < rows; ++r) {
@@ -83,8 +142,8 @@ int run_eval(const EvalOptions& o) {
     total += m.model->loss(x, y, rows, B).item() * double(rows * B);
   }
   const int64_t tokens = windows * B;
-  nlohmann::json out = {{"loss", total / double(tokens)}, {"tokens", tokens}};
-  std::printf("%s\n", out.dump().c_str());
+  const nlohmann::json out = {{"loss", total / double(tokens)}, {"tokens", tokens}};
+  write_stdout(out.dump() + "\n");
   return 0;
 }
 

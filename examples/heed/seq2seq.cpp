@@ -1,114 +1,38 @@
 // `heed seq2seq`: trains the encoder-decoder Transformer on a generated character task with
-// source key-padding masks and teacher forcing, then measures exact match of greedy decoding on
-// held-out examples. Its last line is {"task": ..., "exact_match": X, "examples": N}.
+// source key-padding masks and teacher forcing (the training step is train's, train_step.h), then
+// measures exact match of greedy decoding on held-out examples. Its last line is
+// {"task": ..., "exact_match": X, "examples": N}. A stop signal saves the model trained so far
+// (with --out) and exits 128+N.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands.h"
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "io.h"
 #include "nn/safetensors.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
-#include "optim/clip.h"
-#include "optim/schedule.h"
-#include "run_state.h"
+#include "profile.h"
+#include "resources.h"
+#include "run_dir.h"
 #include "seq2seq.h"
+#include "seq2seq_checkpoint.h"
 #include "seq2seq_tasks.h"
+#include "stop.h"
+#include "train_options.h"
+#include "train_step.h"
 
 namespace heed::cli {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-
-nn::EncoderDecoderOptions seq2seq_model_options(const Seq2SeqOptions& o) {
-  nn::EncoderDecoderOptions m;
-  m.src_vocab = Seq2SeqVocab::size;
-  m.tgt_vocab = Seq2SeqVocab::size;
-  m.d_model = o.d_model;
-  m.n_head = o.n_head;
-  m.d_ff = 4 * o.d_model;
-  m.n_encoder_layers = o.n_layer;
-  m.n_decoder_layers = o.n_layer;
-  m.max_len = kSeq2SeqMaxLen;
-  m.dropout = 0.0;
-  m.norm = nn::NormPlacement::pre;
-  m.seed = o.seed;
-  return m;
-}
-
-
-Seq2SeqBatch make_batch(const std::vector<Example>& examples) {
-  Seq2SeqBatch b;
-  b.B = static_cast<int64_t>(examples.size());
-  b.Ts = 1;
-  b.Tt = 1;
-  for (const auto& e : examples) {
-    b.Ts = std::max<int64_t>(b.Ts, static_cast<int64_t>(e.source.size()));
-    b.Tt = std::max<int64_t>(b.Tt, static_cast<int64_t>(e.target.size()) + 1);  // +1: BOS in, EOS out
-  }
-  HEED_CHECK(b.Ts <= kSeq2SeqMaxLen && b.Tt <= kSeq2SeqMaxLen, "seq2seq: example longer than ", kSeq2SeqMaxLen);
-  b.src.assign(b.B * b.Ts, Seq2SeqVocab::pad);
-  b.tgt_in.assign(b.B * b.Tt, Seq2SeqVocab::pad);
-  b.tgt_out.assign(b.B * b.Tt, Seq2SeqVocab::pad);
-  std::vector<int64_t> src_len, tgt_len;
-  for (int64_t i = 0; i < b.B; ++i) {
-    const auto& e = examples[i];
-    for (size_t j = 0; j < e.source.size(); ++j) b.src[i * b.Ts + j] = Seq2SeqVocab::id(e.source[j]);
-    b.tgt_in[i * b.Tt] = Seq2SeqVocab::bos;
-    for (size_t j = 0; j < e.target.size(); ++j) {
-      b.tgt_in[i * b.Tt + j + 1] = Seq2SeqVocab::id(e.target[j]);
-      b.tgt_out[i * b.Tt + j] = Seq2SeqVocab::id(e.target[j]);
-    }
-    b.tgt_out[i * b.Tt + e.target.size()] = Seq2SeqVocab::eos;
-    src_len.push_back(static_cast<int64_t>(e.source.size()));
-    tgt_len.push_back(static_cast<int64_t>(e.target.size()) + 1);
-  }
-  b.src_mask = nn::padding_mask_from_lengths(src_len, b.Ts);
-  b.tgt_mask = nn::padding_mask_from_lengths(tgt_len, b.Tt);
-  return b;
-}
-
-std::vector<std::string> greedy_decode(nn::EncoderDecoder& model, const std::vector<std::string>& sources,
-                                       int64_t max_out) {
-  NoGradGuard no_grad;
-  std::vector<Example> ex;
-  for (const auto& s : sources) ex.push_back({s, ""});
-  Seq2SeqBatch b = make_batch(ex);
-  Tensor memory = model.encode(b.src, b.B, b.Ts, &b.src_mask);
-  std::vector<std::vector<int32_t>> out(b.B, std::vector<int32_t>{Seq2SeqVocab::bos});
-  std::vector<bool> done(b.B, false);
-  for (int64_t step = 0; step < max_out; ++step) {
-    const int64_t Tt = step + 1;
-    std::vector<int32_t> tgt(b.B * Tt);
-    for (int64_t i = 0; i < b.B; ++i) std::copy(out[i].begin(), out[i].end(), tgt.begin() + i * Tt);
-    Tensor logits = model.decode(tgt, b.B, Tt, memory, nullptr, &b.src_mask);  // (B, Tt, V)
-    Tensor last = slice(logits, 1, Tt - 1, Tt).contiguous();
-    const std::vector<float> v = last.to_vector<float>();
-    const int64_t V = logits.size(-1);
-    bool all = true;
-    for (int64_t i = 0; i < b.B; ++i) {
-      const float* row = v.data() + i * V;
-      const int32_t next = done[i] ? Seq2SeqVocab::pad : static_cast<int32_t>(std::max_element(row, row + V) - row);
-      if (next == Seq2SeqVocab::eos) done[i] = true;
-      out[i].push_back(next);
-      all = all && done[i];
-    }
-    if (all) break;
-  }
-  std::vector<std::string> result;
-  for (auto& ids : out) {
-    std::string s;
-    for (size_t j = 1; j < ids.size() && ids[j] != Seq2SeqVocab::eos && ids[j] != Seq2SeqVocab::pad; ++j)
-      s += Seq2SeqVocab::chr(ids[j]);
-    result.push_back(s);
-  }
-  return result;
-}
 
 // Fraction of the examples whose greedy decoding equals the target.
 // Decoding stops one character past the longest target of a chunk: an output that long without
@@ -135,6 +59,7 @@ static double mean_loss(nn::EncoderDecoder& model, const std::vector<Example>& e
   double total = 0;
   int64_t tokens = 0;
   for (size_t i = 0; i < examples.size(); i += 250) {
+    check_stop();
     std::vector<Example> chunk(examples.begin() + i, examples.begin() + std::min(examples.size(), i + 250));
     Seq2SeqBatch b = make_batch(chunk);
     Tensor logits = model.forward(b.src, b.B, b.Ts, b.tgt_in, b.Tt, &b.src_mask, &b.tgt_mask);
@@ -147,112 +72,120 @@ static double mean_loss(nn::EncoderDecoder& model, const std::vector<Example>& e
   return total / double(tokens);
 }
 
-void save_seq2seq(const std::string& path, const nn::EncoderDecoder& model, const Seq2SeqOptions& o) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (auto& [name, t] : model.named_parameters()) tensors.emplace_back(name, t);
-  json cfg = {{"task", o.task}, {"d_model", o.d_model}, {"n_head", o.n_head}, {"n_layer", o.n_layer},
-              {"seed", std::to_string(o.seed)}};
-  nn::save_safetensors(path, tensors, {{"seq2seq", cfg.dump()}, {"format", "pt"}});
+namespace {
+
+// Peak bytes of a seq2seq run: a fixed 200 MiB (the process, the tasks' tables, and the caching
+// allocator's blocks of the many sequence lengths), weights, gradients, moments and a checkpoint
+// being written; per example of a batch the activations of the encoder and decoder at the longest
+// lengths; a scoring chunk of up to 250 examples decoded greedily; and the held-out set (two
+// strings and a set entry each). Fitted to the peak RSS of 8 runs of the dates task (d_model
+// 64-512, 1-6 layers, batch 8-512: 270 MiB to 3.7 GiB), which it exceeds by 6-77 %.
+double seq2seq_bytes(const Seq2SeqOptions& o) {
+  const double P = seq2seq_parameters(o.d_model, o.n_layer);
+  const double T = double(kSeq2SeqMaxLen), d = double(o.d_model), h = double(o.n_head), L = double(o.n_layer);
+  const double V = Seq2SeqVocab::size;
+  const double per_example = 4.0 * (2 * L * T * 24 * d + 1.3 * L * h * 3 * T * T + 4 * T * V);
+  const double chunk = double(std::min<int64_t>(250, o.test_examples));
+  const double scoring = chunk * 4.0 * T * (28 * d * L + 3 * V);
+  return 200.0 * (1 << 20) + 28 * P + double(o.batch_size) * per_example + scoring + 256.0 * double(o.test_examples);
 }
 
-std::shared_ptr<nn::EncoderDecoder> load_seq2seq(const nn::SafetensorsFile& file, const std::string& what,
-                                                 Seq2SeqOptions& o) {
-  auto it = file.metadata.find("seq2seq");
-  HEED_CHECK(it != file.metadata.end(), what, ": not a seq2seq checkpoint (no \"seq2seq\" metadata)");
-  json cfg = json::parse(it->second, nullptr, false);
-  try {
-    o.task = cfg.at("task");
-    o.d_model = cfg.at("d_model");
-    o.n_head = cfg.at("n_head");
-    o.n_layer = cfg.at("n_layer");
-  } catch (const std::exception& e) {
-    detail::fail(what, ": bad \"seq2seq\" metadata (", e.what(), ")");
-  }
-  HEED_CHECK(o.d_model > 0 && o.n_head > 0 && o.n_layer > 0 && o.d_model % o.n_head == 0 && o.d_model <= 4096 &&
-                 o.n_layer <= 64,
-             what, ": bad \"seq2seq\" metadata sizes");
-  auto model = std::make_shared<nn::EncoderDecoder>(seq2seq_model_options(o));
-  std::map<std::string, Tensor> by_name(file.tensors.begin(), file.tensors.end());
-  NoGradGuard no_grad;
-  for (auto& [name, t] : model->named_parameters()) {
-    auto f = by_name.find(name);
-    HEED_CHECK(f != by_name.end(), what, ": missing tensor '", name, "'");
-    HEED_CHECK(f->second.shape() == t.shape(), what, ": tensor '", name, "' has shape ", to_string(f->second.shape()),
-               ", expected ", to_string(t.shape()));
-    t.copy_(f->second);
-  }
-  HEED_CHECK(by_name.size() == model->named_parameters().size(), what, ": unexpected extra tensors");
-  model->eval();
-  return model;
-}
+}  // namespace
 
-int run_seq2seq(const Seq2SeqOptions& flags) {
+int run_seq2seq(const Seq2SeqOptions& flags, bool overwrite) {
   Seq2SeqOptions o = flags;
   try {
     check_task(o.task);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  if (o.max_iters < 0) o.max_iters = o.task == "copy" ? 1000 : o.task == "reverse" ? 2000 : 1500;
-  if (o.max_iters < 1) throw UsageError("--max-iters must be at least 1");
-  if (o.batch_size < 1) throw UsageError("--batch-size must be at least 1");
-  if (o.d_model < 1 || o.n_head < 1 || o.d_model % o.n_head) throw UsageError("--d-model must be a positive multiple of --n-head");
-  if (o.n_layer < 1) throw UsageError("--n-layer must be at least 1");
-  if (!(o.lr > 0)) throw UsageError("--lr must be positive");
-  if (o.test_examples < 1) throw UsageError("--examples must be at least 1");
-  if (o.log_interval < 1) throw UsageError("--log-interval must be at least 1");
-  if (!o.out.empty()) prepare_out_dir(o.out);
+  if (o.max_iters == -1) o.max_iters = seq2seq_default_iters(o.task);
+  check_ranges(seq2seq_option_table(), o);
+  if (o.d_model % o.n_head)
+    throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --n-head " +
+                     std::to_string(o.n_head));
+  if (double(o.test_examples) > max_held_out(o.task))
+    throw UsageError("--examples " + std::to_string(o.test_examples) + ": the " + o.task + " task has " +
+                     format_value(total_source_count(o.task)) + " distinct sources, of which at most " +
+                     format_value(max_held_out(o.task)) + " can be held out");
+  require_memory(seq2seq_bytes(o), "--d-model " + std::to_string(o.d_model) + " --n-layer " + std::to_string(o.n_layer) +
+                                       " --n-head " + std::to_string(o.n_head) + " --batch-size " +
+                                       std::to_string(o.batch_size) + " --examples " + std::to_string(o.test_examples),
+                 true);
+  std::unique_ptr<RunDirectory> run_dir;
+  if (!o.out.empty())
+    run_dir = std::make_unique<RunDirectory>(o.out, RunKind::seq2seq, overwrite ? OutMode::overwrite : OutMode::fresh,
+                                             "heed seq2seq");
   apply_threads(o.threads);
 
   const double start = now_s();
-  Seq2SeqData data(o.task, o.test_examples, o.seed);
+  Seq2SeqData data(o.task, o.test_examples, static_cast<uint64_t>(o.seed));
   nn::EncoderDecoder model(seq2seq_model_options(o));
   model.train();
   optim::AdamW opt(optim::param_groups_nanogpt(model.named_parameters(), 0.01), o.lr, 0.9, 0.98);
-  auto params = model.parameters();
-  std::printf("heed seq2seq %s: %lld parameters (d_model %lld, %lld heads, %lld+%lld layers), %lld held-out "
-              "examples, %lld iterations of %lld, lr %g\n",
-              o.task.c_str(), (long long)model.num_parameters(), (long long)o.d_model, (long long)o.n_head,
-              (long long)o.n_layer, (long long)o.n_layer, (long long)data.test.size(), (long long)o.max_iters,
-              (long long)o.batch_size, o.lr);
-  std::fflush(stdout);
+  TrainingStep step(model, opt, {o.lr, o.lr * 0.05, std::min<int64_t>(200, o.max_iters / 10), o.max_iters}, 1.0);
+  {
+    std::ostringstream head;
+    head << "heed seq2seq " << o.task << ": " << model.num_parameters() << " parameters (d_model " << o.d_model << ", "
+         << o.n_head << " heads, " << o.n_layer << "+" << o.n_layer << " layers), " << data.test.size()
+         << " held-out examples, " << o.max_iters << " iterations of " << o.batch_size << ", lr " << o.lr << "\n";
+    write_stdout(head.str());
+  }
   // Progress is measured on (a part of) the held-out set; nothing is decided by it.
   const std::vector<Example> val(data.test.begin(), data.test.begin() + std::min<size_t>(500, data.test.size()));
-  std::string log_file;
-  if (!o.out.empty()) {
-    log_file = log_path(o.out);
-    std::error_code ec;
-    fs::remove(log_file, ec);  // a fresh run starts a fresh log
-  }
-  const int64_t warmup = std::min<int64_t>(200, o.max_iters / 10);
+  const std::string log_file = o.out.empty() ? std::string() : log_path(o.out);
   std::vector<Example> batch(o.batch_size);
+  Seq2SeqBatch b;
   double interval_loss = 0;
-  int64_t interval_steps = 0;
-  for (int64_t it = 0; it < o.max_iters; ++it) {
-    opt.set_lr(optim::cosine_lr(it, o.lr, o.lr * 0.05, warmup, o.max_iters));
-    for (auto& e : batch) e = data.train_example();
-    Seq2SeqBatch b = make_batch(batch);
-    Tensor logits = model.forward(b.src, b.B, b.Ts, b.tgt_in, b.Tt, &b.src_mask, &b.tgt_mask);
-    Tensor loss = cross_entropy(reshape(logits, {b.B * b.Tt, Seq2SeqVocab::size}), b.tgt_out, Seq2SeqVocab::pad);
-    const double l = loss.item();
-    HEED_CHECK(std::isfinite(l), "seq2seq: the loss is ", l, " at iteration ", it);
-    loss.backward();
-    optim::clip_grad_norm(params, 1.0);
-    opt.step();
-    model.zero_grad();
+  int64_t interval_steps = 0, it = 0;
+  // Saves what training has (refusing a diverged model), so a stop keeps the work done.
+  auto save = [&] {
+    if (o.out.empty()) return;
+    step.require_finite_weights(it);
+    save_seq2seq(model_path(o.out), model, o);
+    try {
+      if (std::filesystem::exists(log_file)) write_loss_plot({log_file}, plot_path(o.out));
+    } catch (const Stopped&) {  // a log over 16 MiB read while stopping: the model is what counts
+    }
+  };
+  for (; it < o.max_iters; ++it) {
+    if (g_stop_signal) {
+      save();
+      write_stdout("stopped by signal " + std::to_string(g_stop_signal) + " at iteration " + std::to_string(it) +
+                   (o.out.empty() ? std::string() : "; the model so far is saved in " + o.out) + "\n");
+      return 128 + g_stop_signal;
+    }
+    const double l = step.run(
+        it,
+        [&] {
+          for (auto& e : batch) e = data.train_example();
+          b = make_batch(batch);
+        },
+        [&] {
+          Tensor logits = model.forward(b.src, b.B, b.Ts, b.tgt_in, b.Tt, &b.src_mask, &b.tgt_mask);
+          return cross_entropy(reshape(logits, {b.B * b.Tt, Seq2SeqVocab::size}), b.tgt_out, Seq2SeqVocab::pad);
+        });
     interval_loss += l;
     ++interval_steps;
     if ((it + 1) % o.log_interval == 0 || it + 1 == o.max_iters) {
       model.eval();
-      const double vl = mean_loss(model, val);
-      const double em = exact_match(model, val);
+      double vl = 0, em = 0;
+      try {
+        vl = mean_loss(model, val);
+        em = exact_match(model, val);
+      } catch (const Stopped&) {  // the progress report was cut short: training is what counts
+        model.train();
+        continue;  // the loop's next check of the signal saves and stops
+      }
       model.train();
       const double tl = interval_loss / double(interval_steps);
       interval_loss = 0;
       interval_steps = 0;
-      std::printf("iter %lld: train loss %.4f, val loss %.4f, exact match %.3f (%zu held-out), elapsed %.1fs\n",
-                  (long long)(it + 1), tl, vl, em, val.size(), now_s() - start);
-      std::fflush(stdout);
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "iter %lld: train loss %.4f, val loss %.4f, exact match %.3f (%zu held-out), elapsed %.1fs\n",
+                    (long long)(it + 1), tl, vl, em, val.size(), now_s() - start);
+      write_stdout(line);
       if (!log_file.empty()) {
         const json entry = {{"iter", it + 1}, {"train_loss", std::round(tl * 1e4) / 1e4},
                             {"val_loss", std::round(vl * 1e4) / 1e4}, {"exact_match", em},
@@ -262,25 +195,28 @@ int run_seq2seq(const Seq2SeqOptions& flags) {
     }
   }
   model.eval();
+  save();  // before scoring: a stop while scoring keeps the trained model
+  if (!o.out.empty())
+    write_stdout("saved " + model_path(o.out) + ", " + log_file + " and loss.svg\n");
   const double em = exact_match(model, data.test);
   const double wall = now_s() - start;
-  if (!o.out.empty()) {
-    const std::string path = model_path(o.out);
-    save_seq2seq(path, model, o);
-    write_loss_plot({log_file}, (fs::path(o.out) / "loss.svg").string());
-    std::printf("saved %s, %s and loss.svg\n", path.c_str(), log_file.c_str());
-  }
   // a few examples, then the summary as the last line
   const size_t n_shown = std::min<size_t>(3, data.test.size());
   std::vector<std::string> sources;
   for (size_t i = 0; i < n_shown; ++i) sources.push_back(data.test[i].source);
   const auto shown = greedy_decode(model, sources, kSeq2SeqMaxLen - 1);
-  for (size_t i = 0; i < n_shown; ++i)
-    std::printf("  %-30s -> %-24s (expected %s)\n", data.test[i].source.c_str(), shown[i].c_str(),
-                data.test[i].target.c_str());
-  std::printf("%lld iterations, wall time %.1fs\n", (long long)o.max_iters, wall);
-  json summary = {{"task", o.task}, {"exact_match", em}, {"examples", data.test.size()}};
-  std::printf("%s\n", summary.dump().c_str());
+  std::string tail;
+  for (size_t i = 0; i < n_shown; ++i) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-30s -> %-24s (expected %s)\n", data.test[i].source.c_str(), shown[i].c_str(),
+                  data.test[i].target.c_str());
+    tail += line;
+  }
+  char done[96];
+  std::snprintf(done, sizeof done, "%lld iterations, wall time %.1fs\n", (long long)o.max_iters, wall);
+  tail += done;
+  const json summary = {{"task", o.task}, {"exact_match", em}, {"examples", data.test.size()}};
+  write_stdout(tail + summary.dump() + "\n");
   return 0;
 }
 

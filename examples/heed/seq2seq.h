@@ -9,6 +9,7 @@
 #include "nn/attention.h"
 #include "nn/safetensors.h"
 #include "nn/transformer.h"
+#include "options.h"
 #include "seq2seq_tasks.h"
 
 namespace heed::cli {
@@ -16,18 +17,24 @@ namespace heed::cli {
 /// Longest source or target (+1 for BOS/EOS) a seq2seq model handles.
 inline constexpr int64_t kSeq2SeqMaxLen = 48;
 
+/// `heed seq2seq`'s options (defaults: seq2seq_option_table()'s).
 struct Seq2SeqOptions {
   std::string task;
-  uint64_t seed = 1;
-  int64_t max_iters = -1;  // -1: the task's default
+  int64_t seed{};
+  int64_t max_iters{};  ///< -1: the task's default (seq2seq_default_iters)
   std::string out;
-  int64_t batch_size = 64;
-  int64_t d_model = 128, n_head = 4, n_layer = 2;
-  double lr = 1e-3;
-  int64_t test_examples = 1000;
-  int64_t log_interval = 250;
-  int threads = 0;
+  int64_t batch_size{};
+  int64_t d_model{}, n_head{}, n_layer{};
+  double lr{};
+  int64_t test_examples{};
+  int64_t log_interval{};
+  int64_t threads{};
 };
+const OptionTable<Seq2SeqOptions>& seq2seq_option_table();
+/// Training iterations when --max-iters is not given: copy 1000, reverse 2000, dates 1500.
+int64_t seq2seq_default_iters(const std::string& task);
+/// The sizes a seq2seq model may have (flags and checkpoints alike).
+inline constexpr int64_t kSeq2SeqMaxWidth = 4096, kSeq2SeqMaxLayers = 64;
 
 struct Seq2SeqBatch {
   int64_t B = 0, Ts = 0, Tt = 0;
@@ -41,11 +48,8 @@ Seq2SeqBatch make_batch(const std::vector<Example>& examples);
 /// Greedy decoding of a batch of sources (at most `max_out` characters each).
 std::vector<std::string> greedy_decode(nn::EncoderDecoder& model, const std::vector<std::string>& sources,
                                        int64_t max_out);
-void save_seq2seq(const std::string& path, const nn::EncoderDecoder& model, const Seq2SeqOptions& o);
-/// Builds the model described by a seq2seq checkpoint's metadata and loads its weights.
-std::shared_ptr<nn::EncoderDecoder> load_seq2seq(const nn::SafetensorsFile& file, const std::string& what,
-                                                 Seq2SeqOptions& o);
 
-int run_seq2seq(const Seq2SeqOptions& o);
+/// Trains and scores (see seq2seq.cpp); `overwrite` lets --out replace a seq2seq run there.
+int run_seq2seq(const Seq2SeqOptions& o, bool overwrite);
 
 }  // namespace heed::cli

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "stop.h"
 
 namespace heed::cli {
 
@@ -118,12 +119,34 @@ double source_count(const std::string& task, size_t length) {
   return INFINITY;  // dates: thousands of sources of every length
 }
 
+// Dates: every day of 1970-2069 in each of the formats, all distinct strings.
+static constexpr double kDateSources = 36525.0 * 14;
+
+double total_source_count(const std::string& task) {
+  check_task(task);
+  if (task == "dates") return kDateSources;
+  double n = 0;
+  for (size_t len = 1; len <= 20; ++len) n += source_count(task, len);
+  return n;
+}
+
+double max_held_out(const std::string& task) {
+  check_task(task);
+  if (task == "dates") return std::floor(kMaxHeldOutShare * kDateSources);
+  double n = 0;
+  for (size_t len = 1; len <= 20; ++len) n += std::floor(kMaxHeldOutShare * source_count(task, len));
+  return n;
+}
+
 Seq2SeqData::Seq2SeqData(const std::string& t, int64_t n_test, uint64_t seed) : task(t), gen(seed) {
   check_task(task);
+  HEED_CHECK(n_test >= 0 && double(n_test) <= max_held_out(task), "seq2seq: ", n_test,
+             " held-out examples are more than the ", task, " task can hold out (", max_held_out(task), ")");
   Generator test_gen(seed ^ 0x7e57'da7aULL);
   std::map<size_t, int64_t> per_length;
   int64_t attempts = 0;
   while (static_cast<int64_t>(test.size()) < n_test) {
+    if ((attempts & 4095) == 0) check_stop();
     HEED_CHECK(++attempts < n_test * 1000, "seq2seq: cannot draw ", n_test, " distinct test examples");
     Example e = make_example(task, test_gen);
     // Held-out examples take at most half the sources of any length, so that training still

@@ -47,11 +47,18 @@ struct Seq2SeqVocab {
 /// matter, as for dates).
 double source_count(const std::string& task, size_t length);
 
-/// The held-out set takes at most this share of the sources of any one length.
+/// The held-out set takes at most this share of the sources of any one length (and of all).
 inline constexpr double kMaxHeldOutShare = 0.5;
 
+/// How many distinct sources the task has in all (copy: 1.1e10; reverse: about 2.1e28; dates:
+/// 36525 days x 14 formats).
+double total_source_count(const std::string& task);
+/// The most held-out examples `task` can give: kMaxHeldOutShare of its sources, length by length.
+double max_held_out(const std::string& task);
+
 /// A held-out test set of `n` distinct examples (at most kMaxHeldOutShare of the sources of each
-/// length), and a training sampler that never returns a source string of the test set.
+/// length), and a training sampler that never returns a source string of the test set. Throws
+/// heed::Error if `n` exceeds max_held_out(task); honours a stop signal while drawing.
 struct Seq2SeqData {
   Seq2SeqData(const std::string& task, int64_t n_test, uint64_t seed);
   Example train_example();  ///< a fresh random example whose source is not in the test set

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "core/check.h"
@@ -27,46 +28,86 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
-static std::string fmt(double v, int prec = 2) {
+namespace {
+
+std::string fmt(double v, int prec = 2) {
   if (std::abs(v) < 0.5 * std::pow(10.0, -prec)) v = 0;  // no "-0.00" for a tick at -1e-17
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", prec, v);
   return buf;
 }
 
-// "Nice" tick positions covering [lo, hi].
-static std::vector<double> ticks(double lo, double hi, int target = 6) {
-  if (!(hi > lo)) hi = lo + 1;
-  const double raw = (hi - lo) / target;
+// An axis over the finite values to draw: [lo, hi] with lo < hi and a margin, for any finite
+// values (even +-1e308, whose difference overflows: positions are computed from halves).
+struct Axis {
+  double lo, hi;
+  // Where v falls, from 0 (lo) to 1 (hi).
+  double at(double v) const { return (v / 2 - lo / 2) / (hi / 2 - lo / 2); }
+};
+
+Axis make_axis(double lo, double hi, double margin) {
+  constexpr double kMax = std::numeric_limits<double>::max();
+  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;  // nothing to draw
+  // A single value gets a range around it; the margin is at least a thousandth of the magnitude,
+  // so that lo < hi holds in floating point however large the values are.
+  const double span = hi / 2 - lo / 2;  // half the span, finite for any finite lo, hi
+  const double pad = std::max({span * 2 * margin, std::max(std::abs(lo), std::abs(hi)) * 1e-3, 1e-9});
+  Axis a{std::max(lo - pad, -kMax), std::min(hi + pad, kMax)};
+  if (!(a.hi > a.lo)) a = {lo - 1, lo + 1};
+  return a;
+}
+
+// "Nice" tick positions inside the axis: at most 20, however the values fall (the loop's length
+// does not depend on their magnitude).
+std::vector<double> ticks(const Axis& a, int target = 6) {
+  const double raw = (a.hi / 2 - a.lo / 2) * 2 / target;  // may be inf for a full-range axis: then no ticks
+  std::vector<double> t;
+  if (!(raw > 0) || !std::isfinite(raw)) return t;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  const double steps[] = {1, 2, 2.5, 5, 10};
-  double step = mag;
-  for (double s : steps)
+  double step = mag * 10;
+  for (double s : {1.0, 2.0, 2.5, 5.0, 10.0})
     if (s * mag >= raw) {
       step = s * mag;
       break;
     }
-  std::vector<double> t;
-  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * step; v += step) t.push_back(v);
+  if (!std::isfinite(step) || step <= 0) return t;
+  const double first = std::ceil(a.lo / step);
+  const double count = std::floor(a.hi / step) - first + 1;
+  for (int k = 0; k < 20 && k < count; ++k) {
+    const double v = (first + k) * step;
+    if (std::isfinite(v) && (t.empty() || v > t.back())) t.push_back(v);
+  }
   return t;
 }
+
+// A tick label: plain decimals for ordinary numbers, %g beyond.
+std::string tick_label(double v, const std::vector<double>& all) {
+  const double step = all.size() > 1 ? all[1] - all[0] : 1.0;
+  if (std::abs(v) < 1e6 && step >= 1e-4) {
+    const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(step) + 1e-9)), 0, 6);
+    return fmt(v, decimals);
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+}  // namespace
 
 std::string line_chart_svg(const std::string& title, const std::string& x_label, const std::string& y_label,
                            const std::vector<Curve>& curves) {
   const double W = 760, H = 460, L = 70, R = 180, T = 50, B = 60;
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  auto drawn = [](double x, double y) { return std::isfinite(x) && std::isfinite(y); };
   for (const auto& c : curves)
     for (size_t i = 0; i < c.x.size(); ++i) {
-      if (!std::isfinite(c.y[i])) continue;
+      if (!drawn(c.x[i], c.y[i])) continue;  // a gap in the curve
       x0 = std::min(x0, c.x[i]), x1 = std::max(x1, c.x[i]);
       y0 = std::min(y0, c.y[i]), y1 = std::max(y1, c.y[i]);
     }
-  if (!std::isfinite(x0)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-  if (x1 == x0) x1 = x0 + 1;
-  const double pad = (y1 - y0) * 0.05 + 1e-9;
-  y0 -= pad, y1 += pad;
-  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
-  auto py = [&](double y) { return T + (y1 - y) / (y1 - y0) * (H - T - B); };
+  const Axis ax = make_axis(x0, x1, 0.0), ay = make_axis(y0, y1, 0.05);
+  auto px = [&](double x) { return L + ax.at(x) * (W - L - R); };
+  auto py = [&](double y) { return T + (1 - ay.at(y)) * (H - T - B); };
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
   std::ostringstream s;
@@ -74,15 +115,16 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
     << "\" viewBox=\"0 0 " << W << ' ' << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << W / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">" << xml_escape(title) << "</text>\n";
-  for (double t : ticks(x0, x1)) {
+  const std::vector<double> xt = ticks(ax), yt = ticks(ay);
+  for (double t : xt) {
     s << "<line x1=\"" << fmt(px(t)) << "\" y1=\"" << T << "\" x2=\"" << fmt(px(t)) << "\" y2=\"" << H - B
       << "\" stroke=\"#eee\"/>\n<text x=\"" << fmt(px(t)) << "\" y=\"" << H - B + 18
-      << "\" text-anchor=\"middle\">" << fmt(t, t == std::floor(t) ? 0 : 1) << "</text>\n";
+      << "\" text-anchor=\"middle\">" << tick_label(t, xt) << "</text>\n";
   }
-  for (double t : ticks(y0, y1)) {
+  for (double t : yt) {
     s << "<line x1=\"" << L << "\" y1=\"" << fmt(py(t)) << "\" x2=\"" << W - R << "\" y2=\"" << fmt(py(t))
       << "\" stroke=\"#eee\"/>\n<text x=\"" << L - 6 << "\" y=\"" << fmt(py(t) + 4)
-      << "\" text-anchor=\"end\">" << fmt(t, 2) << "</text>\n";
+      << "\" text-anchor=\"end\">" << tick_label(t, yt) << "</text>\n";
   }
   s << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\"" << H - T - B
     << "\" fill=\"none\" stroke=\"#333\"/>\n"
@@ -95,7 +137,7 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
     s << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
       << (c.dashed ? " stroke-dasharray=\"6 4\"" : "") << " points=\"";
     for (size_t i = 0; i < c.x.size(); ++i)
-      if (std::isfinite(c.y[i])) s << fmt(px(c.x[i])) << ',' << fmt(py(c.y[i])) << ' ';
+      if (drawn(c.x[i], c.y[i])) s << fmt(px(c.x[i])) << ',' << fmt(py(c.y[i])) << ' ';
     s << "\"/>\n";
     const double ly = T + 10 + 20 * double(k);
     s << "<line x1=\"" << W - R + 12 << "\" y1=\"" << ly << "\" x2=\"" << W - R + 40 << "\" y2=\"" << ly
@@ -106,8 +148,10 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
   return s.str();
 }
 
-// White -> dark blue, perceptually even enough for attention weights in [0, 1].
+// White -> dark blue, perceptually even enough for attention weights in [0, 1]; grey for a value
+// that is not a number (an attention row of a model that overflowed).
 static std::string color_of(double v) {
+  if (std::isnan(v)) return "#bbbbbb";
   v = std::clamp(v, 0.0, 1.0);
   const double r = 255 + (8 - 255) * v, g = 255 + (48 - 255) * v, b = 255 + (107 - 255) * v;
   char buf[16];

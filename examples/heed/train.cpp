@@ -1,85 +1,47 @@
 // `heed train` and `heed bench`: nanoGPT's shakespeare_char recipe (AdamW with weight decay on
 // 2-D tensors, linear warm-up then cosine decay, gradient clipping, random batches), with atomic
 // checkpoints, an exact --resume, a clean stop on SIGINT/SIGTERM, and an op profile.
+//
+// run_train goes through its phases in order, each a function below: the options of the run
+// (resolve_options), its directory (RunDirectory, run_dir.h), the corpus (load_corpus), the start
+// (start_fresh / start_resumed), the training loop (train_loop) and the closing sample.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "config_file.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "corpus.h"
 #include "generate.h"
+#include "io.h"
 #include "nn/gpt.h"
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
 #include "optim/adam.h"
-#include "optim/clip.h"
-#include "optim/schedule.h"
 #include "profile.h"
-#include "run_state.h"
+#include "resources.h"
+#include "run_dir.h"
+#include "stop.h"
+#include "train_options.h"
+#include "train_state.h"
+#include "train_step.h"
 
 namespace heed::cli {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-
-static void require_usage(bool ok, const std::string& msg) {
-  if (!ok) throw UsageError(msg);
-}
-
-void validate(const TrainOptions& o) {
-  require_usage(o.n_layer >= 1, "--n-layer must be at least 1");
-  require_usage(o.n_head >= 1, "--n-head must be at least 1");
-  require_usage(o.n_embd >= 1, "--n-embd must be at least 1");
-  require_usage(o.n_embd % o.n_head == 0, "--n-embd " + std::to_string(o.n_embd) +
-                                              " is not divisible by --n-head " + std::to_string(o.n_head));
-  require_usage(o.block_size >= 1, "--block-size must be at least 1");
-  require_usage(o.batch_size >= 1, "--batch-size must be at least 1");
-  require_usage(o.dropout >= 0.0 && o.dropout < 1.0, "--dropout must be in [0, 1)");
-  require_usage(o.max_iters >= 0, "--max-iters must not be negative");
-  require_usage(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive number");
-  require_usage(std::isfinite(o.min_lr) && o.min_lr >= 0 && o.min_lr <= o.lr, "--min-lr must be in [0, --lr]");
-  require_usage(o.warmup_iters >= 0, "--warmup-iters must not be negative");
-  require_usage(o.lr_decay_iters > o.warmup_iters, "--lr-decay-iters must be greater than --warmup-iters");
-  require_usage(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "--weight-decay must not be negative");
-  require_usage(o.beta1 >= 0 && o.beta1 < 1, "--beta1 must be in [0, 1)");
-  require_usage(o.beta2 >= 0 && o.beta2 < 1, "--beta2 must be in [0, 1)");
-  require_usage(std::isfinite(o.grad_clip) && o.grad_clip >= 0, "--grad-clip must not be negative (0 disables)");
-  require_usage(o.eval_interval >= 1, "--eval-interval must be at least 1");
-  require_usage(o.eval_iters >= 1, "--eval-iters must be at least 1");
-  require_usage(o.log_interval >= 1, "--log-interval must be at least 1");
-  check_threads_flag(o.threads);  // early too: before --out is created
-  require_usage(o.sample_tokens >= 0, "--sample-tokens must not be negative");
-  // Sizes that would not fit in memory are refused up front rather than failing mid-run.
-  const double params = 12.0 * o.n_layer * double(o.n_embd) * o.n_embd;
-  const double acts = double(o.batch_size) * o.block_size * (o.n_layer * (16.0 * o.n_embd + 2.0 * o.n_head * o.block_size));
-  if (!(params * 16 + acts * 4 < 16e9)) {
-    char gb[32];
-    std::snprintf(gb, sizeof gb, "%.3g", (params * 16 + acts * 4) / 1e9);
-    throw UsageError("model and batch sizes too large for this machine: --n-layer " + std::to_string(o.n_layer) +
-                     " --n-embd " + std::to_string(o.n_embd) + " --n-head " + std::to_string(o.n_head) +
-                     " --block-size " + std::to_string(o.block_size) + " --batch-size " + std::to_string(o.batch_size) +
-                     " need about " + gb + " GB (at most 16)");
-  }
-}
-
-void check_threads_flag(int threads) {
-  require_usage(threads >= 0 && threads <= kMaxThreads,
-                "--threads " + std::to_string(threads) + " is outside [0, " + std::to_string(kMaxThreads) + "] (0: all cores)");
-}
-
-void apply_threads(int threads) {
-  check_threads_flag(threads);
+void apply_threads(int64_t threads) {
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-  set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1L, cpus)));
+  set_num_threads(threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::max(1L, cpus)));
 }
 
 std::string default_corpus_path() {
@@ -88,20 +50,31 @@ std::string default_corpus_path() {
   return HEED_SOURCE_DIR "/data/tinyshakespeare.txt";
 }
 
+namespace {
+
 // ------------------------------------------------------------------------------------------
+// The corpus
 
 struct Corpus {
   Vocab vocab;
   std::vector<int32_t> train, val;
 };
 
-static Corpus load_corpus(const std::string& path, int64_t block_size) {
-  const std::string bytes = read_file(path);
-  HEED_CHECK(!bytes.empty(), path, ": the corpus is empty");
-  const std::u32string text = decode_utf8(bytes, path);
+// What a corpus costs per byte of its file: the bytes, the code points (4 bytes each, at most one
+// per byte), the ids and the two splits (4 bytes each).
+constexpr double kCorpusBytesPerByte = 13.0;
+
+Corpus load_corpus(const std::string& path, int64_t block_size) {
+  std::u32string text;
+  {
+    const std::string bytes = read_input_file(path, kCorpusBytesPerByte);
+    HEED_CHECK(!bytes.empty(), path, ": the corpus is empty");
+    text = decode_utf8(bytes, path);
+  }
   Corpus c;
   c.vocab = Vocab::from_text(text);
   std::vector<int32_t> ids = c.vocab.encode(text, path);
+  text = {};
   const size_t n_train = static_cast<size_t>(double(ids.size()) * 0.9);  // nanoGPT's 90/10 split
   c.train.assign(ids.begin(), ids.begin() + n_train);
   c.val.assign(ids.begin() + n_train, ids.end());
@@ -112,94 +85,47 @@ static Corpus load_corpus(const std::string& path, int64_t block_size) {
   return c;
 }
 
-static json options_json(const TrainOptions& o) {
-  return {{"n_layer", o.n_layer},       {"n_head", o.n_head},
-          {"n_embd", o.n_embd},         {"block_size", o.block_size},
-          {"dropout", o.dropout},       {"bias", o.bias},
-          {"batch_size", o.batch_size}, {"max_iters", o.max_iters},
-          {"lr", o.lr},                 {"min_lr", o.min_lr},
-          {"warmup_iters", o.warmup_iters}, {"lr_decay_iters", o.lr_decay_iters},
-          {"weight_decay", o.weight_decay}, {"beta1", o.beta1},
-          {"beta2", o.beta2},           {"grad_clip", o.grad_clip},
-          {"eval_interval", o.eval_interval}, {"eval_iters", o.eval_iters},
-          {"seed", std::to_string(o.seed)}, {"data", o.data}};
+// The size flags, as a refusal names them.
+std::string size_flags(const TrainOptions& o) {
+  return "--n-layer " + std::to_string(o.n_layer) + " --n-embd " + std::to_string(o.n_embd) + " --n-head " +
+         std::to_string(o.n_head) + " --block-size " + std::to_string(o.block_size) + " --batch-size " +
+         std::to_string(o.batch_size);
 }
 
-static void options_from_json(TrainOptions& o, const json& j, const std::string& what) {
-  try {
-    o.n_layer = j.at("n_layer"); o.n_head = j.at("n_head"); o.n_embd = j.at("n_embd");
-    o.block_size = j.at("block_size"); o.dropout = j.at("dropout"); o.bias = j.at("bias");
-    o.batch_size = j.at("batch_size"); o.max_iters = j.at("max_iters"); o.lr = j.at("lr");
-    o.min_lr = j.at("min_lr"); o.warmup_iters = j.at("warmup_iters"); o.lr_decay_iters = j.at("lr_decay_iters");
-    o.weight_decay = j.at("weight_decay"); o.beta1 = j.at("beta1"); o.beta2 = j.at("beta2");
-    o.grad_clip = j.at("grad_clip"); o.eval_interval = j.at("eval_interval"); o.eval_iters = j.at("eval_iters");
-    o.seed = std::stoull(j.at("seed").get<std::string>());
-    o.data = j.at("data");
-  } catch (const std::exception& e) {
-    detail::fail(what, ": bad \"options\" metadata (", e.what(), ")");
-  }
+// Refuses options whose model and batch would not fit, for a vocabulary of `vocab` characters.
+void check_training_memory(const TrainOptions& o, int64_t vocab, double more = 0) {
+  require_memory(gpt_training_bytes(gpt_config(o, vocab), o.batch_size) + more, "the model and batch (" + size_flags(o) + ")",
+                 true);
 }
 
 // ------------------------------------------------------------------------------------------
-// The training run.
+// The model, its optimizer and its batches
 
 class Trainer {
  public:
-  Trainer(TrainOptions o, Corpus corpus)
-      : o_(std::move(o)), corpus_(std::move(corpus)), data_gen_(o_.seed) {
-    nn::GPTConfig cfg;
-    cfg.vocab_size = corpus_.vocab.size();
-    cfg.block_size = o_.block_size;
-    cfg.n_layer = o_.n_layer;
-    cfg.n_head = o_.n_head;
-    cfg.n_embd = o_.n_embd;
-    cfg.dropout = o_.dropout;
-    cfg.bias = o_.bias;
-    model_ = std::make_shared<nn::GPT>(cfg, o_.seed);
+  Trainer(const TrainOptions& o, Corpus corpus)
+      : o_(o),
+        corpus_(std::move(corpus)),
+        data_gen_(static_cast<uint64_t>(o.seed)),
+        model_(std::make_shared<nn::GPT>(gpt_config(o, corpus_.vocab.size()), static_cast<uint64_t>(o.seed))),
+        opt_(optim::param_groups_nanogpt(model_->named_parameters(), o.weight_decay), o.lr, o.beta1, o.beta2),
+        step_(*model_, opt_, {o.lr, o.min_lr, o.warmup_iters, o.lr_decay_iters}, o.grad_clip) {
     model_->train();
-    opt_ = std::make_unique<optim::AdamW>(optim::param_groups_nanogpt(model_->named_parameters(), o_.weight_decay),
-                                          o_.lr, o_.beta1, o_.beta2);
-    params_ = model_->parameters();
   }
 
   nn::GPT& model() { return *model_; }
   const Corpus& corpus() const { return corpus_; }
   int64_t iter() const { return iter_; }
+  double lr_at(int64_t it) const { return step_.schedule().at(it); }
+  void set_profiler(Profiler* p) { step_.set_profiler(p); }
 
-  double lr_at(int64_t it) const {
-    return optim::cosine_lr(it, o_.lr, o_.min_lr, o_.warmup_iters, o_.lr_decay_iters);
-  }
-
-  /// One optimisation step; returns the loss. Throws on a non-finite loss or gradient.
+  /// One optimisation step; returns the loss. Throws on a non-finite loss or gradient norm.
   double step() {
-    const double lr = lr_at(iter_);
-    opt_->set_lr(lr);
-    sample_batch(corpus_.train, o_.batch_size, o_.block_size, data_gen_, x_, y_);
-    if (profiler_) profiler_->begin_step();
-    struct EndStep {  // on every exit, a diverged step's throw included: no timer left installed
-      Profiler* p;
-      ~EndStep() {
-        if (p) p->end_step();
-      }
-    } end_step{profiler_};
-    Tensor loss = model_->loss(x_, y_, o_.batch_size, o_.block_size);
-    const double value = loss.item();
-    if (!std::isfinite(value))
-      detail::fail("training diverged: the loss is ", value, " at iteration ", iter_);
-    loss.backward();
-    loss = Tensor();
-    double t0 = now_s();
-    const double norm = o_.grad_clip > 0 ? optim::clip_grad_norm(params_, o_.grad_clip)
-                                         : optim::clip_grad_norm(params_, INFINITY);
-    if (profiler_) profiler_->add("clip_grad_norm", "step", now_s() - t0);
-    if (!std::isfinite(norm))
-      detail::fail("training diverged: the gradient norm is ", norm, " at iteration ", iter_);
-    t0 = now_s();
-    opt_->step();
-    model_->zero_grad();
-    if (profiler_) profiler_->add("adamw", "step", now_s() - t0);
+    const double loss = step_.run(
+        iter_, [&] { sample_batch(corpus_.train, o_.batch_size, o_.block_size, data_gen_, x_, y_); },
+        [&] { return model_->loss(x_, y_, o_.batch_size, o_.block_size); });
     ++iter_;
-    return value;
+    return loss;
   }
 
   /// Mean loss over eval_iters random batches of each split (nanoGPT's estimate_loss), or
@@ -233,95 +159,38 @@ class Trainer {
     return done;
   }
 
-  /// Writes train_state.safetensors (weights, moments, generators, recipe), then model.safetensors.
+  /// Writes train_state.safetensors, then model.safetensors (refusing a diverged model).
   void save(const std::string& dir, bool eval_done, double elapsed, const json& last_eval) {
-    // Never replace a good checkpoint with a diverged model.
-    for (auto& [name, t] : model_->named_parameters())
-      if (const int64_t i = nn::first_non_finite(t); i >= 0)
-        detail::fail("training diverged: parameter '", name, "' is ", t.contiguous().data<float>()[i], " (element ", i,
-                     ") at iteration ", iter_, "; not saved");
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    for (auto& [name, t] : model_->named_parameters()) tensors.emplace_back("model." + name, t);
-    for (auto& [name, t] : opt_->state_tensors()) tensors.emplace_back("optim." + name, t);
-    json gens = json::object();
-    for (auto& [path, g] : dropout_generators(*model_)) gens[path] = encode_generator(*g);
-    std::map<std::string, std::string> meta{
-        {"iter", std::to_string(iter_)},
-        {"eval_done", eval_done ? "true" : "false"},
-        {"optimizer_step", std::to_string(opt_->step_count())},
-        {"data_rng", encode_generator(data_gen_)},
-        {"dropout_rng", gens.dump()},
-        {"options", options_json(o_).dump()},
-        {"vocab", json(encode_utf8(corpus_.vocab.chars())).dump()},
-        {"elapsed_s", std::to_string(elapsed)},
-        {"last_eval", last_eval.dump()}};
-    nn::save_safetensors(state_path(dir), tensors, meta);
-    nn::save_gpt_checkpoint(model_path(dir), *model_, encode_utf8(corpus_.vocab.chars()),
-                            {{"iter", std::to_string(iter_)}});
+    step_.require_finite_weights(iter_);
+    TrainStateRecord r;
+    r.iter = iter_;
+    r.eval_done = eval_done;
+    r.options = o_;
+    r.vocab_utf8 = encode_utf8(corpus_.vocab.chars());
+    r.elapsed_s = elapsed;
+    r.last_eval = last_eval;
+    save_train_state(state_path(dir), *model_, opt_, data_gen_, r);
+    nn::save_gpt_checkpoint(model_path(dir), *model_, r.vocab_utf8, {{"iter", std::to_string(iter_)}});
   }
 
-  struct Restored {
-    bool eval_done;
-    double elapsed;
-    json last_eval;
-  };
-  /// Restores everything save() wrote (the model must have been built from the same options).
-  Restored restore(const nn::SafetensorsFile& st, const std::string& what) {
-    auto meta = [&](const char* key) -> const std::string& {
-      auto it = st.metadata.find(key);
-      HEED_CHECK(it != st.metadata.end(), what, ": missing \"", key, "\" in the training state");
-      return it->second;
-    };
-    std::map<std::string, Tensor> by_name(st.tensors.begin(), st.tensors.end());
-    NoGradGuard no_grad;
-    for (auto& [name, t] : model_->named_parameters()) {
-      auto it = by_name.find("model." + name);
-      HEED_CHECK(it != by_name.end(), what, ": missing tensor 'model.", name, "'");
-      HEED_CHECK(it->second.shape() == t.shape(), what, ": tensor 'model.", name, "' has shape ",
-                 to_string(it->second.shape()), ", expected ", to_string(t.shape()));
-      t.copy_(it->second);
-    }
-    std::vector<std::pair<std::string, Tensor>> moments;
-    for (auto& [name, t] : st.tensors)
-      if (name.rfind("optim.", 0) == 0) moments.emplace_back(name.substr(6), t);
-    int64_t opt_step = 0, it = 0;
-    try {
-      opt_step = std::stoll(meta("optimizer_step"));
-      it = std::stoll(meta("iter"));
-    } catch (const std::logic_error&) {
-      detail::fail(what, ": bad iteration counters in the training state");
-    }
-    opt_->load_state(moments, opt_step);
-    iter_ = it;
-    decode_generator(data_gen_, meta("data_rng"), what);
-    json gens = json::parse(meta("dropout_rng"), nullptr, false);
-    HEED_CHECK(gens.is_object(), what, ": bad \"dropout_rng\"");
-    for (auto& [path, g] : dropout_generators(*model_)) {
-      HEED_CHECK(gens.contains(path) && gens[path].is_string(), what, ": no random state for dropout '", path, "'");
-      decode_generator(*g, gens[path].get<std::string>(), what);
-    }
-    Restored r;
-    r.eval_done = meta("eval_done") == "true";
-    r.elapsed = std::atof(meta("elapsed_s").c_str());
-    r.last_eval = json::parse(meta("last_eval"), nullptr, false);
-    return r;
+  /// Restores what save() wrote (the model was built from the state's options).
+  void restore(const nn::SafetensorsFile& file, const TrainStateRecord& record, const std::string& what) {
+    restore_train_state(file, record, *model_, opt_, data_gen_, what);
+    iter_ = record.iter;
   }
-
-  void set_profiler(Profiler* p) { profiler_ = p; }
 
  private:
   TrainOptions o_;
   Corpus corpus_;
   Generator data_gen_;
   std::shared_ptr<nn::GPT> model_;
-  std::unique_ptr<optim::AdamW> opt_;
-  std::vector<Tensor> params_;
+  optim::AdamW opt_;
+  TrainingStep step_;
   std::vector<int32_t> x_, y_;
   int64_t iter_ = 0;
-  Profiler* profiler_ = nullptr;
 };
 
-static std::string format_duration(double s) {
+std::string format_duration(double s) {
   char buf[32];
   const long t = static_cast<long>(s + 0.5);
   if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
@@ -330,120 +199,136 @@ static std::string format_duration(double s) {
   return buf;
 }
 
-int run_train(const TrainOptions& flags, const std::string& config_text) {
-  TrainOptions o = flags;
-  prepare_out_dir(o.out);
-  remove_stale_temp_files(o.out);  // left by a run that was killed while saving
-  const std::string what_state = state_path(o.out);
-  nn::SafetensorsFile state;
-  if (o.resume) {
-    if (!fs::exists(what_state))
-      throw UsageError("--resume: no training state in --out " + o.out + " (" + what_state + " does not exist)");
-    state = nn::load_safetensors(what_state);
-    auto it = state.metadata.find("options");
-    HEED_CHECK(it != state.metadata.end(), what_state, ": missing \"options\"");
-    json saved = json::parse(it->second, nullptr, false);
-    HEED_CHECK(saved.is_object(), what_state, ": \"options\" is not a JSON object");
-    // The run continues with its own recipe: a recipe flag given with a different value would be
-    // ignored, so it is refused (--max-iters may change; --threads and --profile are not recipe).
-    const json given = options_json(flags);
-    for (auto& [key, value] : saved.items()) {
-      std::string flag = "--" + key;
-      std::replace(flag.begin(), flag.end(), '_', '-');
-      if (key == "max_iters" || !given.contains(key) || given[key] == value ||
-          std::find(flags.flags_given.begin(), flags.flags_given.end(), flag) == flags.flags_given.end())
-        continue;
-      auto show = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
-      throw UsageError(flag + " " + show(given[key]) + " differs from the run's " + show(value) +
-                       ": --resume continues the recipe saved in " + what_state +
-                       " (only --max-iters, --threads and --profile may change)");
+// Progress on standard output. A failed write does not stop training at once: it is remembered,
+// and the loop saves a checkpoint and ends the run with the error.
+class Progress {
+ public:
+  void print(const std::string& text) {
+    if (!error_.empty()) return;
+    try {
+      write_stdout(text);
+    } catch (const OutputError& e) {
+      error_ = e.what();
     }
-    const int64_t max_iters = o.max_iters;
-    options_from_json(o, saved, what_state);
-    if (flags.max_iters_given) o.max_iters = max_iters;  // extend or shorten a run
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+// ------------------------------------------------------------------------------------------
+// Phase 1: the options of this run
+
+struct Start {
+  TrainOptions options;
+  OutMode mode = OutMode::fresh;
+};
+
+// Applies the rules of --config and --resume that do not need the run directory, makes paths
+// absolute and validates everything (usage errors before anything is touched).
+Start resolve_options(const TrainRequest& req) {
+  Start s;
+  s.options = req.options;
+  TrainOptions& o = s.options;
+  if (req.resume && req.overwrite) throw UsageError("--resume and --overwrite contradict each other: choose one");
+  s.mode = req.resume ? OutMode::resume : req.overwrite ? OutMode::overwrite : OutMode::fresh;
+  // --config repeats a run, never into the run it recorded unless told to.
+  if (req.from_config.count("out") && !req.resume && !req.overwrite)
+    throw UsageError("--config " + req.config + " records the run in " + o.out +
+                     ": give --out DIR for the new run (or --resume to continue that one, --overwrite to start it over)");
+  for (const auto& opt : train_option_table()) {
+    if (!opt.is_path) continue;
+    std::string p = std::get<std::string>(opt.get(o));
+    if (p.empty()) continue;
+    std::error_code ec;
+    const std::string abs = fs::absolute(p, ec).lexically_normal().string();
+    if (!ec) p = abs;
+    // config.toml (TOML) and the checkpoint (JSON) record paths as UTF-8 text.
+    if (!is_utf8(p)) throw UsageError("--" + opt.flag + " " + p + ": the path is not valid UTF-8, which a run cannot record");
+    opt.set(o, p);
   }
   if (o.data.empty()) o.data = default_corpus_path();
   validate(o);
-  apply_threads(o.threads);
+  if (!req.resume || req.from_command_line.count("data") || req.from_config.count("data"))
+    regular_file_size(o.data);  // a missing file, a directory, a FIFO or a device: refused before --out is touched
+  for (const std::string& file : run_files(o.out))
+    if (same_file(o.data, file))
+      throw UsageError("--data " + o.data + " is one of the files the run writes into --out " + o.out);
+  if (!req.resume) check_training_memory(o, 1);  // absurd sizes go before any file is touched
+  return s;
+}
 
-  Corpus corpus = load_corpus(o.data, o.block_size);
-  if (o.resume) {
-    auto it = state.metadata.find("vocab");
-    HEED_CHECK(it != state.metadata.end() && json::parse(it->second, nullptr, false) ==
-                                                 json(encode_utf8(corpus.vocab.chars())),
-               o.data, ": the corpus's vocabulary differs from the one the run in ", o.out, " was trained on");
-  }
-  Trainer trainer(o, std::move(corpus));
-  double elapsed0 = 0;
-  bool eval_done = false;
-  json last_eval;
-  if (o.resume) {
-    auto r = trainer.restore(state, what_state);
-    elapsed0 = r.elapsed;
-    eval_done = r.eval_done;
-    last_eval = r.last_eval;
-    // Lines past the checkpoint (written before a crash) go; the eval at the resume iteration,
-    // if it happened, is logged again from the state.
-    truncate_log(log_path(o.out), trainer.iter());
-    if (eval_done && last_eval.is_object()) append_line(log_path(o.out), last_eval.dump());
-    std::printf("resuming %s at iteration %lld of %lld\n", o.out.c_str(), (long long)trainer.iter(),
-                (long long)o.max_iters);
-  } else {
-    std::error_code ec;
-    fs::remove(log_path(o.out), ec);  // a fresh run starts a fresh log
-  }
-  state = {};
-  {  // the effective flags, so the run can be repeated with `heed train --config DIR/config.toml`
-    const std::string cfg_path = (fs::path(o.out) / "config.toml").string();
-    if (!o.resume && !config_text.empty()) {
-      FILE* f = std::fopen(cfg_path.c_str(), "w");
-      if (f) {
-        std::fputs(config_text.c_str(), f);
-        std::fclose(f);
-      }
+// --resume: the recorded recipe, with the flags given checked against it.
+TrainOptions resumed_options(const TrainRequest& req, const TrainOptions& given, const TrainStateRecord& record,
+                             const std::string& what) {
+  TrainOptions o = given;
+  for (const auto& opt : train_option_table()) {
+    const bool named = req.from_command_line.count(opt.name) || req.from_config.count(opt.name);
+    if (opt.role == Role::recipe) {
+      if (named && opt.get(given) != opt.get(record.options))
+        throw UsageError("--" + opt.flag + " " + format_value(opt.get(given)) + " differs from the run's " +
+                         format_value(opt.get(record.options)) + ": --resume continues the recipe saved in " + what +
+                         " (only --max-iters and how the process runs, such as --threads, may change)");
+      opt.set(o, opt.get(record.options));
+    } else if (opt.role == Role::length && !named) {
+      opt.set(o, opt.get(record.options));  // extend or shorten a run with the flag
     }
   }
+  return o;
+}
 
-  Profiler profiler;
-  if (o.profile) trainer.set_profiler(&profiler);
-  install_stop_handlers();
+// ------------------------------------------------------------------------------------------
+// Phase 4: the training loop
+
+struct LoopState {
+  double start = 0;         // now_s() when the run (its first part) began
+  bool eval_done = false;   // the evaluation at the current iteration ran
+  json last_eval;           // its log line
+  int64_t saved_iter = -1;  // the iteration of the last complete checkpoint on disk (-1: none)
+  // config.toml's text, written with this process's first checkpoint (a run killed before its
+  // first checkpoint leaves no files behind, so running it again needs no --overwrite).
+  std::string config;
+};
+
+int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& progress, Profiler& profiler) {
   const bool tty = ::isatty(STDOUT_FILENO);
   const int64_t tokens_per_iter = o.batch_size * o.block_size;
-  std::printf("heed train: %lld parameters, vocab %lld, %zu train / %zu val characters, %lld tokens per iteration\n",
-              (long long)trainer.model().num_params(false), (long long)trainer.corpus().vocab.size(),
-              trainer.corpus().train.size(), trainer.corpus().val.size(), (long long)tokens_per_iter);
-  std::fflush(stdout);
-
-  const double start = now_s() - elapsed0;
   const int64_t first_iter = trainer.iter();
-  // The iteration of the last complete checkpoint on disk (-1: none yet): an error that ends the
-  // run (divergence, a failed save) says that it is kept.
-  int64_t saved_iter = o.resume ? trainer.iter() : -1;
+  // An error that ends the run (divergence, a failed save) says which checkpoint is kept.
   auto stop_with = [&](const std::string& what) {
-    detail::fail(what, saved_iter < 0 ? std::string("; no checkpoint was saved")
-                                      : "; the checkpoint of iteration " + std::to_string(saved_iter) + " in " + o.out +
-                                            " is kept");
+    detail::fail(what, s.saved_iter < 0 ? std::string("; no checkpoint was saved")
+                                        : "; the checkpoint of iteration " + std::to_string(s.saved_iter) + " in " +
+                                              o.out + " is kept");
   };
   auto save = [&](bool done) {
     try {
-      trainer.save(o.out, done, now_s() - start, last_eval);
+      trainer.save(o.out, done, now_s() - s.start, s.last_eval);
+      if (!s.config.empty()) write_file_atomically(config_path(o.out), s.config);
+      s.config.clear();
     } catch (const Error& e) {  // a full disk, or a diverged model that must not replace a good one
       stop_with(e.what());
     }
-    saved_iter = trainer.iter();
+    s.saved_iter = trainer.iter();
   };
   double train_time = 0;
   int exit_code = 0;
   while (true) {
     const int64_t it = trainer.iter();
     if (g_stop_signal) {
-      save(eval_done);
-      std::printf("%sstopped by signal %d at iteration %lld; checkpoint saved in %s (continue with --resume)\n",
-                  tty ? "\n" : "", int(g_stop_signal), (long long)it, o.out.c_str());
+      save(s.eval_done);
+      progress.print(std::string(tty ? "\n" : "") + "stopped by signal " + std::to_string(g_stop_signal) +
+                     " at iteration " + std::to_string(it) + "; checkpoint saved in " + o.out +
+                     " (continue with --resume)\n");
       exit_code = 128 + g_stop_signal;
       break;
     }
-    if ((it % o.eval_interval == 0 || it == o.max_iters) && !eval_done) {
+    if (!progress.error().empty()) {
+      save(s.eval_done);
+      detail::fail(progress.error(), "; the checkpoint of iteration ", it, " is saved in ", o.out,
+                   " (continue with --resume)");
+    }
+    if ((it % o.eval_interval == 0 || it == o.max_iters) && !s.eval_done) {
       double tl, vl;
       // The extra evaluation at a --max-iters off the eval interval must not move the sampler: a
       // run extended from there with --resume then draws the batches an uninterrupted run draws.
@@ -451,15 +336,20 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
         continue;  // interrupted: the loop saves and stops
       if (!std::isfinite(tl) || !std::isfinite(vl))
         stop_with("training diverged: the evaluation loss is " + std::to_string(std::isfinite(tl) ? vl : tl) +
-                 " at iteration " + std::to_string(it));
-      last_eval = {{"iter", it}, {"train_loss", std::round(tl * 1e4) / 1e4}, {"val_loss", std::round(vl * 1e4) / 1e4},
-                   {"lr", trainer.lr_at(it)}, {"elapsed_s", std::round((now_s() - start) * 100) / 100}};
-      eval_done = true;
+                  " at iteration " + std::to_string(it));
+      s.last_eval = {{"iter", it},
+                     {"train_loss", std::round(tl * 1e4) / 1e4},
+                     {"val_loss", std::round(vl * 1e4) / 1e4},
+                     {"lr", trainer.lr_at(it)},
+                     {"elapsed_s", std::round((now_s() - s.start) * 100) / 100}};
+      s.eval_done = true;
       save(true);
-      append_line(log_path(o.out), last_eval.dump());
-      write_loss_plot({log_path(o.out)}, (fs::path(o.out) / "loss.svg").string());
-      std::printf("%seval iter %lld: train loss %.4f, val loss %.4f\n", tty ? "\r\033[K" : "", (long long)it, tl, vl);
-      std::fflush(stdout);
+      append_line(log_path(o.out), s.last_eval.dump());
+      write_loss_plot({log_path(o.out)}, plot_path(o.out));
+      char line[128];
+      std::snprintf(line, sizeof line, "%seval iter %lld: train loss %.4f, val loss %.4f\n", tty ? "\r\033[K" : "",
+                    (long long)it, tl, vl);
+      progress.print(line);
     }
     if (it >= o.max_iters) break;
     const double t0 = now_s();
@@ -469,41 +359,121 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
     } catch (const Error& e) {  // a non-finite loss or gradient
       stop_with(e.what());
     }
-    eval_done = false;
+    s.eval_done = false;
     train_time += now_s() - t0;
     const int64_t done = trainer.iter() - first_iter;
     const double tok_s = done * tokens_per_iter / std::max(train_time, 1e-9);
     const double remaining = (o.max_iters - trainer.iter()) * (train_time / done);
+    char line[256];
     if (tty) {
-      std::printf("\r\033[Kiter %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  elapsed %s  remaining %s",
-                  (long long)trainer.iter(), (long long)o.max_iters, loss, trainer.lr_at(it), tok_s,
-                  format_duration(now_s() - start).c_str(), format_duration(remaining).c_str());
-      std::fflush(stdout);
+      std::snprintf(line, sizeof line, "\r\033[Kiter %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  elapsed %s  remaining %s",
+                    (long long)trainer.iter(), (long long)o.max_iters, loss, trainer.lr_at(it), tok_s,
+                    format_duration(now_s() - s.start).c_str(), format_duration(remaining).c_str());
+      progress.print(line);
     } else if (it % o.log_interval == 0) {
-      std::printf("iter %lld: loss %.4f, lr %.2e, %.0f tok/s, elapsed %s, remaining %s\n", (long long)it, loss,
-                  trainer.lr_at(it), tok_s, format_duration(now_s() - start).c_str(), format_duration(remaining).c_str());
-      std::fflush(stdout);
+      std::snprintf(line, sizeof line, "iter %lld: loss %.4f, lr %.2e, %.0f tok/s, elapsed %s, remaining %s\n",
+                    (long long)it, loss, trainer.lr_at(it), tok_s, format_duration(now_s() - s.start).c_str(),
+                    format_duration(remaining).c_str());
+      progress.print(line);
     }
   }
   if (o.profile) {
+    std::fflush(stdout);
     profiler.print(stdout, train_time, trainer.iter() - first_iter);
   }
-  if (exit_code == 0) {
-    std::printf("done: %lld iterations in %s; checkpoint %s\n", (long long)trainer.iter(),
-                format_duration(now_s() - start).c_str(), model_path(o.out).c_str());
-    if (o.sample_tokens > 0) {
-      std::printf("sample:\n");
-      const Vocab& vocab = trainer.corpus().vocab;
-      std::vector<int32_t> ids{vocab.start_id()};
-      Generator gen(o.seed);
-      generate(trainer.model(), ids, o.sample_tokens, 0.8, 200, gen, [&](int32_t id) {
-        std::fputs(vocab.decode(id).c_str(), stdout);
-        std::fflush(stdout);
-      });
-      std::printf("\n");
+  return exit_code;
+}
+
+// Phase 5: a short sample from the trained model (stops at a signal; the checkpoint is saved).
+void closing_sample(const TrainOptions& o, Trainer& trainer) {
+  write_stdout("sample:\n");
+  const Vocab& vocab = trainer.corpus().vocab;
+  std::vector<int32_t> ids{vocab.start_id()};
+  Generator gen(static_cast<uint64_t>(o.seed));
+  generate(trainer.model(), ids, o.sample_tokens, 0.8, 200, gen, [&](int32_t id) {
+    write_stdout(vocab.decode(id));
+    check_stop();
+  });
+  write_stdout("\n");
+}
+
+}  // namespace
+
+int run_train(const TrainRequest& req) {
+  Start start = resolve_options(req);
+  TrainOptions o = start.options;
+  RunDirectory run_dir(o.out, RunKind::gpt, start.mode, "heed train");
+
+  // The state to continue from, validated, and the options it records.
+  nn::SafetensorsFile state;
+  TrainStateRecord record;
+  const std::string what_state = state_path(o.out);
+  if (req.resume) {
+    if (!fs::exists(what_state))
+      throw UsageError("--resume: no training state in --out " + o.out + " (" + what_state + " does not exist)");
+    const std::string bytes = read_input_file(what_state, 3.0);
+    state = nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what_state);
+    record = read_train_state(state, what_state);
+    o = resumed_options(req, o, record, what_state);
+  }
+  apply_threads(o.threads);
+
+  // The corpus, then the memory the whole run needs.
+  const double corpus_bytes = kCorpusBytesPerByte * double(regular_file_size(o.data));
+  check_training_memory(o, 1, corpus_bytes);
+  Corpus corpus = load_corpus(o.data, o.block_size);
+  check_training_memory(o, corpus.vocab.size());
+  if (req.resume)
+    HEED_CHECK(record.vocab_utf8 == encode_utf8(corpus.vocab.chars()), o.data,
+               ": the corpus's vocabulary differs from the one the run in ", o.out, " was trained on");
+  Trainer trainer(o, std::move(corpus));
+  LoopState loop;
+  if (req.resume) {
+    trainer.restore(state, record, what_state);
+    state = {};
+    loop.eval_done = record.eval_done;
+    loop.last_eval = record.last_eval;
+    loop.saved_iter = trainer.iter();
+    // Lines past the checkpoint (written before a crash) go; the eval at the resume iteration,
+    // if it happened, is logged again from the state.
+    truncate_log(log_path(o.out), trainer.iter());
+    if (loop.eval_done) append_line(log_path(o.out), loop.last_eval.dump());
+  }
+  loop.start = now_s() - record.elapsed_s;
+  // The effective options, so the run can be repeated (heed train --config DIR/config.toml).
+  loop.config = config_toml(train_option_table(), o,
+                                    "The options of the heed train run in this directory (written by heed).\n"
+                                    "Repeat it: heed train --config THIS_FILE --out NEW_DIR\n"
+                                    "Continue it: heed train --config THIS_FILE --resume");
+
+  Progress progress;
+  if (req.resume)
+    progress.print("resuming " + o.out + " at iteration " + std::to_string(trainer.iter()) + " of " +
+                   std::to_string(o.max_iters) + "\n");
+  char head[256];
+  std::snprintf(head, sizeof head,
+                "heed train: %lld parameters, vocab %lld, %zu train / %zu val characters, %lld tokens per iteration\n",
+                (long long)trainer.model().num_params(false), (long long)trainer.corpus().vocab.size(),
+                trainer.corpus().train.size(), trainer.corpus().val.size(), (long long)(o.batch_size * o.block_size));
+  progress.print(head);
+
+  Profiler profiler;
+  if (o.profile) trainer.set_profiler(&profiler);
+  const int exit_code = train_loop(o, trainer, loop, progress, profiler);
+  if (exit_code != 0) return exit_code;
+  if (!progress.error().empty()) throw OutputError(progress.error());
+  write_stdout("done: " + std::to_string(trainer.iter()) + " iterations in " + format_duration(now_s() - loop.start) +
+               "; checkpoint " + model_path(o.out) + "\n");
+  if (o.sample_tokens > 0) {
+    try {
+      closing_sample(o, trainer);
+    } catch (const Stopped& e) {
+      write_stdout("\nstopped by signal " + std::to_string(e.signal) + " during the closing sample; the checkpoint of "
+                   "iteration " + std::to_string(trainer.iter()) + " is saved in " + o.out + "\n");
+      return 128 + e.signal;
     }
   }
-  return exit_code;
+  return 0;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -511,14 +481,17 @@ int run_train(const TrainOptions& flags, const std::string& config_text) {
 int run_bench(const TrainOptions& flags) {
   TrainOptions o = flags;
   if (o.data.empty()) o.data = default_corpus_path();
-  validate(o);
-  require_usage(o.bench_iters >= 1, "--iters must be at least 1");
+  validate(o, bench_option_table());
+  check_training_memory(o, 1, kCorpusBytesPerByte * double(regular_file_size(o.data)));
   apply_threads(o.threads);
-  Trainer trainer(o, load_corpus(o.data, o.block_size));
+  Corpus corpus = load_corpus(o.data, o.block_size);
+  check_training_memory(o, corpus.vocab.size());
+  Trainer trainer(o, std::move(corpus));
   const int warmup = 3;
   std::vector<double> times;
   Profiler profiler;
   for (int64_t i = 0; i < warmup + o.bench_iters; ++i) {
+    check_stop();
     if (i == warmup && o.profile) trainer.set_profiler(&profiler);
     const double t0 = now_s();
     trainer.step();
@@ -532,13 +505,13 @@ int run_bench(const TrainOptions& flags) {
   std::sort(times.begin(), times.end());
   const size_t n = times.size();
   const double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-  json out = {{"ms_per_iter", std::round(median * 1e6) / 1e3},
-              {"tokens_per_s", std::round(o.batch_size * o.block_size / median * 10) / 10},
-              {"params", trainer.model().num_params(false)},
-              {"ms_per_iter_min", std::round(times.front() * 1e6) / 1e3},
-              {"ms_per_iter_max", std::round(times.back() * 1e6) / 1e3},
-              {"iters", o.bench_iters}};
-  std::printf("%s\n", out.dump().c_str());
+  const json out = {{"ms_per_iter", std::round(median * 1e6) / 1e3},
+                    {"tokens_per_s", std::round(o.batch_size * o.block_size / median * 10) / 10},
+                    {"params", trainer.model().num_params(false)},
+                    {"ms_per_iter_min", std::round(times.front() * 1e6) / 1e3},
+                    {"ms_per_iter_max", std::round(times.back() * 1e6) / 1e3},
+                    {"iters", o.bench_iters}};
+  write_stdout(out.dump() + "\n");
   return 0;
 }
 

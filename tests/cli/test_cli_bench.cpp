@@ -74,7 +74,7 @@ TEST_CASE("heed train and bench --profile print time per op type, forward and ba
       if (std::regex_match(line, m, row)) rows.insert({m[1], m[2]});
       if (std::regex_search(line, m, gemm)) gemm_share = std::stod(m[1]);
     }
-    for (const char* op : {"linear", "add_linear", "attention_heads", "layer_norm", "gelu", "cross_entropy"}) {
+    for (const char* op : {"linear", "add", "attention_heads", "layer_norm", "gelu", "cross_entropy"}) {
       INFO(op);
       CHECK(rows.count({op, "forward"}) == 1);
       CHECK(rows.count({op, "backward"}) == 1);

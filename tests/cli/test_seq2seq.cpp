@@ -15,6 +15,7 @@
 #include "core/heed.h"
 #include "nn/transformer.h"
 #include "seq2seq.h"
+#include "seq2seq_checkpoint.h"
 #include "seq2seq_tasks.h"
 #include "support/process.h"
 
@@ -303,7 +304,7 @@ TEST_CASE("make_batch pads sources and targets and marks the padding", "[seq2seq
 }
 
 TEST_CASE("padding masks: a padded batch gives each example the logits it gets alone", "[seq2seq]") {
-  Seq2SeqOptions o;
+  Seq2SeqOptions o = defaults(seq2seq_option_table());
   o.d_model = 32, o.n_head = 4, o.n_layer = 2, o.seed = 3;
   nn::EncoderDecoder model(seq2seq_model_options(o));
   model.eval();
@@ -339,12 +340,12 @@ TEST_CASE("padding masks: a padded batch gives each example the logits it gets a
 
 TEST_CASE("a seq2seq checkpoint round-trips, and bad metadata is an error naming the file", "[seq2seq]") {
   ScratchDir dir("s2s-ckpt");
-  Seq2SeqOptions o;
+  Seq2SeqOptions o = defaults(seq2seq_option_table());
   o.task = "reverse", o.d_model = 16, o.n_head = 2, o.n_layer = 1, o.seed = 9;
   nn::EncoderDecoder model(seq2seq_model_options(o));
   model.eval();
   save_seq2seq(dir / "m.safetensors", model, o);
-  Seq2SeqOptions back;
+  Seq2SeqOptions back = defaults(seq2seq_option_table());
   auto loaded = load_seq2seq(nn::load_safetensors(dir / "m.safetensors"), "m.safetensors", back);
   CHECK((back.task == "reverse" && back.d_model == 16 && back.n_head == 2 && back.n_layer == 1));
   CHECK(greedy_decode(*loaded, {"hello", "ab"}, 10) == greedy_decode(model, {"hello", "ab"}, 10));

@@ -11,6 +11,7 @@
 #include "nn/gpt.h"
 #include "nn/gpt_checkpoint.h"
 #include "seq2seq.h"
+#include "seq2seq_checkpoint.h"
 #include "support/process.h"
 #include "support/xml.h"
 #include "svg.h"
@@ -159,7 +160,7 @@ TEST_CASE("heed attention on a GPT checkpoint: n_layer * n_head causal heatmaps 
 
 TEST_CASE("heed attention on a seq2seq checkpoint: cross-attention, source by output, per layer and head", "[svg][cli]") {
   ScratchDir dir("attn-s2s");
-  Seq2SeqOptions o;
+  Seq2SeqOptions o = defaults(seq2seq_option_table());
   o.task = "dates", o.d_model = 16, o.n_head = 2, o.n_layer = 2, o.seed = 3;
   nn::EncoderDecoder model(seq2seq_model_options(o));
   model.eval();

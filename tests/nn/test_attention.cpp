@@ -1,5 +1,6 @@
 // MultiHeadAttention: values against PyTorch, gradient checks (self, causal, padded, cross),
-// causality, padding and cross-attention properties, and the fused attention_softmax op.
+// causality, padding and cross-attention properties. The attention ops themselves
+// (attention_softmax, attention_heads) are tested in tests/core/test_attention_ops.cpp.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cstring>
@@ -227,11 +228,16 @@ TEST_CASE("MultiHeadAttention children use nanoGPT names", "[attention]") {
   REQUIRE(fused.children().size() == 4);  // c_attn, c_proj, attn_dropout, resid_dropout
   REQUIRE(fused.children()[2].first == "attn_dropout");
   REQUIRE(fused.children()[3].first == "resid_dropout");
-  // The seed fixes the init; different seeds differ.
-  nn::MultiHeadAttention again({.d_model = 8, .n_head = 2});
+  // The seed fixes the init; different seeds differ; without a seed each module draws its own
+  // root seed from the default generator, so two default-built modules differ.
+  nn::MultiHeadAttention seeded({.d_model = 8, .n_head = 2, .seed = 3});
+  nn::MultiHeadAttention again({.d_model = 8, .n_head = 2, .seed = 3});
   nn::MultiHeadAttention other({.d_model = 8, .n_head = 2, .seed = 7});
-  REQUIRE(again.c_attn->weight.to_vector<float>() == fused.c_attn->weight.to_vector<float>());
-  REQUIRE(other.c_attn->weight.to_vector<float>() != fused.c_attn->weight.to_vector<float>());
+  nn::MultiHeadAttention unseeded({.d_model = 8, .n_head = 2});
+  REQUIRE(again.c_attn->weight.to_vector<float>() == seeded.c_attn->weight.to_vector<float>());
+  REQUIRE(again.c_proj->bias.to_vector<float>() == seeded.c_proj->bias.to_vector<float>());
+  REQUIRE(other.c_attn->weight.to_vector<float>() != seeded.c_attn->weight.to_vector<float>());
+  REQUIRE(unseeded.c_attn->weight.to_vector<float>() != fused.c_attn->weight.to_vector<float>());
 }
 
 TEST_CASE("MultiHeadAttention gradcheck: self-attention, non-causal", "[attention]") {
@@ -293,92 +299,25 @@ TEST_CASE("MultiHeadAttention gradcheck in training mode with dropout (masks rep
   }
 }
 
-TEST_CASE("MultiHeadAttention forward_residual is residual + forward, with and without dropout, gradcheck",
+TEST_CASE("residual connections around MultiHeadAttention (r + attn(x), x + attn(x)), with and without dropout, "
+          "gradcheck",
           "[attention]") {
   for (double p : {0.0, 0.3}) {
     INFO("dropout " << p);
     nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .causal = true, .bias = true, .dropout = p, .seed = 21});
     m.to(DType::f64);
     Tensor x = randn64({2, 5, 8}, 22), r = randn64({2, 5, 8}, 23);
-    auto fused = [&](const std::vector<Tensor>& in) {
-      m.attn_dropout->seed(3);
+    check_module_grads(m, {x, r}, [&](const std::vector<Tensor>& in) {
+      m.attn_dropout->seed(3);  // the same masks on every evaluation
       m.resid_dropout->seed(4);
-      return m.forward_residual(in[0], in[1]);
-    };
-    m.attn_dropout->seed(3);
-    m.resid_dropout->seed(4);
-    const auto plain = add(r, m.forward(x)).to_vector<double>();
-    require_values(fused({x, r}), {2, 5, 8}, plain, 1e-12);
-    check_module_grads(m, {x, r}, fused);
-    REQUIRE_THROWS_WITH(m.forward_residual(x, randn64({1, 5, 8}, 24)),
-                        Catch::Contains("MultiHeadAttention") && Catch::Contains("residual") &&
-                            Catch::Contains("[1, 5, 8]") && Catch::Contains("[2, 5, 8]"));
+      return in[1] + m.forward(in[0]);
+    });
     // x as its own residual, as a pre-norm block without the norm would use it.
     check_module_grads(m, {x}, [&](const std::vector<Tensor>& in) {
       m.attn_dropout->seed(3);
       m.resid_dropout->seed(4);
-      return m.forward_residual(in[0], in[0]);
+      return in[0] + m.forward(in[0]);
     });
-  }
-}
-
-TEST_CASE("attention_softmax gradcheck, with causal and padding masks and Tq != Tk", "[attention]") {
-  Tensor s = randn64({2, 2, 3, 5}, 16);
-  const auto mask = nn::padding_mask_from_lengths({5, 2}, 5);
-  for (bool causal : {false, true}) {
-    for (const nn::KeyPaddingMask* m : {static_cast<const nn::KeyPaddingMask*>(nullptr), &mask}) {
-      INFO("causal " << causal << " padded " << (m != nullptr));
-      require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.7, causal, m); },
-                        {s});
-    }
-  }
-  // Long causal rows (vector paths with a masked last batch), with padding.
-  Tensor s_long = randn64({1, 2, 21, 37}, 19);
-  const auto mask_long = nn::padding_mask_from_lengths({30}, 37);
-  require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.3, true, &mask_long); },
-                    {s_long});
-  require_gradcheck([&](const std::vector<Tensor>& in) { return nn::attention_softmax(in[0], 0.3, true, nullptr); },
-                    {s_long});
-  // A non-contiguous input (transposed scores) goes through the same kernels.
-  Tensor st = randn64({2, 2, 5, 3}, 17);
-  require_gradcheck([&](const std::vector<Tensor>& in) {
-    return nn::attention_softmax(transpose(in[0], -2, -1), 0.5, true, nullptr);
-  }, {st});
-}
-
-TEST_CASE("attention_softmax equals masked_fill(-inf) then softmax of the scaled scores", "[attention]") {
-  // Small rows take the scalar paths; long ones the vector paths, including the masked partial
-  // batch at the end of causal rows. Causal is bottom-right aligned (key j <= i + Tk - Tq), and
-  // the padding leaves every row a key.
-  for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{4, 6}, {40, 45}, {33, 33}}) {
-    for (DType dt : {DType::f64, DType::f32}) {
-      INFO("Tq " << Tq << " Tk " << Tk << " " << dtype_name(dt));
-      Generator gen(5);
-      const Tensor s = Tensor::randn({2, 3, Tq, Tk}, gen, 2.0, 0.0, dt);
-      const double scale = 0.35;
-      const auto pad = nn::padding_mask_from_lengths({Tk, Tk - 2}, Tk);
-      for (bool causal : {false, true}) {
-        for (bool padded : {false, true}) {
-          INFO("causal " << causal << " padded " << padded);
-          std::vector<uint8_t> full(2 * Tq * Tk, 0);
-          for (int64_t b = 0; b < 2; ++b)
-            for (int64_t i = 0; i < Tq; ++i)
-              for (int64_t j = 0; j < Tk; ++j)
-                full[(b * Tq + i) * Tk + j] = (causal && j > i + Tk - Tq) || (padded && pad.pad[b * Tk + j]);
-          const Tensor expected = softmax(masked_fill(mul(s, scale), full, {2, 1, Tq, Tk},
-                                                      -std::numeric_limits<double>::infinity()), -1);
-          const Tensor got = nn::attention_softmax(s, scale, causal, padded ? &pad : nullptr);
-          require_values(got, expected.shape(), expected.to_vector<double>(), dt == DType::f64 ? 1e-12 : 1e-6);
-          // Masked weights are exactly zero.
-          const auto g = got.to_vector<double>();
-          for (int64_t b = 0; b < 2; ++b)
-            for (int64_t h = 0; h < 3; ++h)
-              for (int64_t i = 0; i < Tq; ++i)
-                for (int64_t j = 0; j < Tk; ++j)
-                  if (full[(b * Tq + i) * Tk + j]) REQUIRE(g[((b * 3 + h) * Tq + i) * Tk + j] == 0.0);
-        }
-      }
-    }
   }
 }
 

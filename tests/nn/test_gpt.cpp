@@ -1,5 +1,5 @@
-// Tests of nn::GPT against nanoGPT (the reference model in /work/shared/bench/torch_chargpt.py,
-// a copy of nanoGPT's model.py): parameter names and shapes, the parameter count, the init, the
+// Tests of nn::GPT against nanoGPT (the reference model in scripts/heed_torch.py, nanoGPT's
+// model.py): parameter names and shapes, the parameter count, the init, the
 // causal property, gradients (float64 gradcheck) and logits/loss with identical weights.
 #include <catch2/catch.hpp>
 
@@ -82,8 +82,8 @@ void reseed_dropouts(nn::Module& m, uint64_t seed) {
 // Names and shapes printed by nanoGPT's model (state_dict() keys in order; named_parameters()
 // is the same list without the tied lm_head.weight):
 // /usr/bin/python3 - <<'EOF'
-// import sys, types; sys.argv = ["x"]; sys.path.insert(0, "/work/shared/bench")
-// import torch_chargpt as m
+// import sys, types; sys.path.insert(0, "scripts")
+// import heed_torch as m
 // for bias in (True, False):
 //     cfg = types.SimpleNamespace(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16, dropout=0.0, bias=bias)
 //     g = m.GPT(cfg)
@@ -132,7 +132,7 @@ TEST_CASE("GPT names and shapes equal nanoGPT's state_dict (bias on and off)", "
 // Parameter counts: 6896 / 6768 (bias) and 6528 / 6400 (no bias) are the "num_params" line of
 // the script above (all, non-embedding). For V=65 (tiny shakespeare), T=16, C=32, L=2, the
 // reference prints "params" / "params_non_embedding" in its JSON summary:
-//   cd /work/shared/bench && /usr/bin/python3 torch_chargpt.py --n_layer 2 --n_head 2 --n_embd 32
+//   /usr/bin/python3 scripts/torch_reference.py --n_layer 2 --n_head 2 --n_embd 32
 //     --block_size 16 --batch_size 2 --bench 1 --threads 1 --bias      -> 28064 / 27552
 //   (same command with --no-bias)                                     -> 27328 / 26816
 // (one command line, split here for width)
@@ -227,8 +227,8 @@ TEST_CASE("GPT is causal: changing token t leaves logits before t bitwise unchan
 
 // Identical weights in heed and nanoGPT (the wave of set_wave_weights), float64:
 // /usr/bin/python3 - <<'EOF'
-// import sys, types, math, torch; sys.argv = ["x"]; sys.path.insert(0, "/work/shared/bench")
-// import torch_chargpt as m
+// import sys, types, math, torch; sys.path.insert(0, "scripts")
+// import heed_torch as m
 // torch.set_default_dtype(torch.float64)
 // for bias in (True, False):
 //     cfg = types.SimpleNamespace(vocab_size=7, block_size=6, n_layer=2, n_head=2, n_embd=8, dropout=0.0, bias=bias)

@@ -113,9 +113,24 @@ TEST_CASE("Linear default init is PyTorch's uniform(+-1/sqrt(in)) and seedable",
   REQUIRE(a.weight.to_vector<float>() == b.weight.to_vector<float>());
   REQUIRE(a.bias.to_vector<float>() == b.bias.to_vector<float>());
   REQUIRE(a.weight.to_vector<float>() != c.weight.to_vector<float>());
-  // No generator: a fixed default seed, so default-built layers agree.
-  nn::Linear d(5, 6), e(5, 6);
-  REQUIRE(d.weight.to_vector<float>() == e.weight.to_vector<float>());
+  // No generator: the default generator, so default-built layers differ (three Linears as a
+  // port's W_query, W_key, W_value), and heed::manual_seed makes them reproducible.
+  manual_seed(5);
+  nn::Linear d(5, 6), e(5, 6), f(5, 6);
+  REQUIRE(d.weight.to_vector<float>() != e.weight.to_vector<float>());
+  REQUIRE(e.weight.to_vector<float>() != f.weight.to_vector<float>());
+  REQUIRE(d.weight.to_vector<float>() != f.weight.to_vector<float>());
+  manual_seed(5);
+  nn::Linear d2(5, 6);
+  REQUIRE(d2.weight.to_vector<float>() == d.weight.to_vector<float>());
+  REQUIRE(d2.bias.to_vector<float>() == d.bias.to_vector<float>());
+  // An explicit generator does not read (or move) the default one.
+  Generator g4(42);
+  manual_seed(6);
+  nn::Linear g(64, 512, true, &g4);
+  REQUIRE(g.weight.to_vector<float>() == a.weight.to_vector<float>());
+  manual_seed(6);
+  REQUIRE(nn::Linear(5, 6).weight.to_vector<float>() != d.weight.to_vector<float>());
 }
 
 TEST_CASE("Linear gradcheck over input, weight and bias (float64)", "[layers]") {
@@ -376,39 +391,38 @@ TEST_CASE("FeedForward gradcheck over input and every parameter (float64)", "[la
   }, inputs2);
 }
 
-TEST_CASE("Linear and FeedForward forward_residual are residual + forward, gradcheck (float64)", "[layers]") {
+TEST_CASE("residual connections around Linear and FeedForward (r + f(x), x + f(x)) pass gradcheck (float64)",
+          "[layers]") {
+  // Blocks write their residual connections with add (there is no second, fused forward): the
+  // gradient must flow into both the residual and the sublayer, and into x twice when it is both.
   Generator gen(9);
-  nn::Linear lin(4, 3, true, &gen);
+  nn::Linear lin(4, 4, true, &gen);
   lin.to(DType::f64);
-  Tensor x = test::randn64({2, 3, 4}, 51), r = test::randn64({2, 3, 3}, 52);
-  require_values(lin.forward_residual(x, r), {2, 3, 3}, add(r, lin.forward(x)).to_vector<double>(), 1e-12);
-  require_gradcheck([&](const std::vector<Tensor>& in) { return lin.forward_residual(in[0], in[1]); },
+  Tensor x = test::randn64({2, 3, 4}, 51), r = test::randn64({2, 3, 4}, 52);
+  require_gradcheck([&](const std::vector<Tensor>& in) { return in[1] + lin.forward(in[0]); },
                     {x, r, lin.weight, lin.bias});
-  REQUIRE_THROWS_WITH(lin.forward_residual(test::randn64({2, 5}, 53), test::randn64({2, 3}, 54)),
-                      Catch::Contains("Linear") && Catch::Contains("in_features"));
+  require_gradcheck([&](const std::vector<Tensor>& in) { return in[0] + lin.forward(in[0]); },
+                    {x, lin.weight, lin.bias});
+  REQUIRE_THROWS_WITH(lin.forward(test::randn64({2, 5}, 53)), Catch::Contains("Linear") && Catch::Contains("in_features"));
 
-  for (double p : {0.0, 0.25}) {  // with dropout on, the add stays a separate op after it
+  for (double p : {0.0, 0.25}) {
     INFO("dropout " << p);
     nn::FeedForward ff(4, 8, p, false, nn::Activation::gelu, &gen, 7);
     ff.to(DType::f64);
     Tensor fx = test::randn64({2, 3, 4}, 55), fr = test::randn64({2, 3, 4}, 56);
-    auto fused = [&](const std::vector<Tensor>& in) {
-      ff.dropout->seed(7);
-      return ff.forward_residual(in[0], in[1]);
-    };
-    ff.dropout->seed(7);
-    const auto plain = add(fr, ff.forward(fx)).to_vector<double>();
-    require_values(fused({fx, fr}), {2, 3, 4}, plain, 1e-12);
     std::vector<Tensor> inputs = {fx, fr};
     for (auto& param : ff.parameters()) inputs.push_back(param);
-    require_gradcheck(fused, inputs);
-    // A residual that would broadcast is refused in both paths, naming both shapes.
-    REQUIRE_THROWS_WITH(ff.forward_residual(fx, test::randn64({1, 3, 4}, 57)),
-                        Catch::Contains("FeedForward") && Catch::Contains("[1, 3, 4]") && Catch::Contains("[2, 3, 4]"));
+    require_gradcheck([&](const std::vector<Tensor>& in) {
+      ff.dropout->seed(7);  // the same mask on every evaluation
+      return in[1] + ff.forward(in[0]);
+    }, inputs);
+    inputs.erase(inputs.begin() + 1);
+    require_gradcheck([&](const std::vector<Tensor>& in) {
+      ff.dropout->seed(7);
+      return in[0] + ff.forward(in[0]);
+    }, inputs);
   }
 }
-
-// ------------------------------------------------------------------------------------ positional
 
 TEST_CASE("SinusoidalPositionalEncoding follows the paper's formula", "[layers]") {
   nn::SinusoidalPositionalEncoding pe(6, 10);

@@ -245,7 +245,7 @@ TEST_CASE("Optimizer state round-trips through state_tensors / load_state exactl
   for (DType dt : {DType::f64, DType::f32}) {
     INFO(dtype_name(dt));
     // An uninterrupted run of five steps in which every parameter has a gradient (a training run;
-    // with a skipped parameter its own step count would be lost, see optimizer.h)...
+    // with a skipped parameter its own step count needs state_scalars, tested below)...
     Setup full(dt);
     optim::AdamW opt_full(full.groups(), 1e-2, 0.9, 0.95);
     for (int k = 0; k < 5; ++k) reference_step(opt_full, full, k, false);
@@ -268,6 +268,35 @@ TEST_CASE("Optimizer state round-trips through state_tensors / load_state exactl
     REQUIRE(part.w.to_vector<double>() == full.w.to_vector<double>());  // bit for bit
     REQUIRE(part.b.to_vector<double>() == full.b.to_vector<double>());
   }
+}
+
+TEST_CASE("Adam's per-parameter step counts round-trip through state_scalars", "[optim]") {
+  // b skips step 2, so after three steps w has taken 3 and b 2: the optimizer-wide count alone
+  // (what checkpoints hold without the scalars) would give b the wrong bias correction.
+  Setup full(DType::f64), part(DType::f64);
+  optim::AdamW opt_full(full.groups(), 1e-2, 0.9, 0.95);
+  for (int k = 0; k < 5; ++k) reference_step(opt_full, full, k);
+  NamedTensors saved;
+  optim::NamedScalars scalars;
+  {
+    optim::AdamW opt(part.groups(), 1e-2, 0.9, 0.95);
+    for (int k = 0; k < 3; ++k) reference_step(opt, part, k);
+    for (auto& [name, t] : opt.state_tensors()) saved.emplace_back(name, t.clone().detach());
+    scalars = opt.state_scalars();
+  }
+  REQUIRE(scalars == optim::NamedScalars{{"w.step", 3.0}, {"b.step", 2.0}});
+  optim::AdamW resumed(part.groups(), 1e-2, 0.9, 0.95);
+  resumed.load_state(saved, 3, scalars);
+  REQUIRE(resumed.state_scalars() == scalars);
+  for (int k = 3; k < 5; ++k) reference_step(resumed, part, k);
+  REQUIRE(part.w.to_vector<double>() == full.w.to_vector<double>());  // bit for bit
+  REQUIRE(part.b.to_vector<double>() == full.b.to_vector<double>());
+  // Without the scalars every parameter takes the optimizer's count (3): b's moments are then
+  // bias-corrected as if it had taken one more step.
+  optim::AdamW approx(part.groups(), 1e-2, 0.9, 0.95);
+  approx.load_state(saved, 3);
+  REQUIRE(approx.state_scalars() == optim::NamedScalars{{"w.step", 3.0}, {"b.step", 3.0}});
+  REQUIRE_THROWS_WITH(approx.load_state(saved, 3, {{"c.step", 1.0}}), Catch::Contains("'c.step' matches no parameter"));
 }
 
 TEST_CASE("load_state names the bad entry and leaves the state as it was", "[optim]") {

@@ -1,5 +1,5 @@
 // clip_grad_norm against torch.nn.utils.clip_grad_norm_ (torch 1.13) and cosine_lr against the
-// reference script's lr_at (/work/shared/bench/torch_chargpt.py).
+// reference script's lr_at (scripts/torch_reference.py).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
@@ -99,7 +99,7 @@ TEST_CASE("clip_grad_norm on a longer gradient matches PyTorch", "[optim]") {
 }
 
 // /usr/bin/python3 -c "
-// import sys, types; sys.path.insert(0, '/work/shared/bench'); from torch_chargpt import lr_at
+// import sys, types; sys.path.insert(0, 'scripts'); from torch_reference import lr_at
 // a = types.SimpleNamespace(lr=1e-3, min_lr=1e-4, warmup_iters=100, lr_decay_iters=5000)
 // for it in [0, 99, 100, 101, 2550, 4999, 5000, 5001, 10000]: print(it, repr(lr_at(it, a)))
 // "

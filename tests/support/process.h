@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,17 @@
 
 namespace heed::test {
 
+/// Sanitized builds (ASan + UBSan, -O1) run several times slower and hold more memory (shadow
+/// memory, the allocator's quarantine): the tests' bounds on a run's time and peak memory are
+/// multiplied by these there. The release build checks the promised bounds themselves.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr double kTimeScale = 5.0;
+inline constexpr long kMemoryScale = 4;
+#else
+inline constexpr double kTimeScale = 1.0;
+inline constexpr long kMemoryScale = 1;
+#endif
+
 /// The heed executable built next to the tests.
 inline std::string heed_exe() { return std::string(HEED_BINARY_DIR) + "/heed"; }
 
@@ -28,6 +40,8 @@ struct ProcessResult {
   int exit_code = -1;  ///< valid when signal == 0
   int signal = 0;      ///< the signal that ended the process, 0 if it exited
   std::string out, err;
+  long max_rss_kb = 0;  ///< the process's peak resident memory (getrusage's ru_maxrss)
+  double seconds = 0;   ///< from wait_process's start to the process's end
 };
 
 inline std::string read_file(const std::string& path) {
@@ -68,21 +82,30 @@ class ScratchDir {
 /// Options for run_process.
 struct RunOptions {
   std::string stdin_data;               ///< fed to the child's stdin (then closed)
+  std::string stdout_path;              ///< where the child's stdout goes (default: a scratch file)
   std::vector<std::string> env;         ///< extra "KEY=VALUE" entries
   std::function<void()> in_child;       ///< runs in the child just before exec (setrlimit...)
   double timeout_s = 300;               ///< SIGKILL after this long (then the test fails)
 };
+
+/// RunOptions with only a timeout: a run that must end quickly (a hang fails the test sooner).
+inline RunOptions timeout_after(double seconds) {
+  RunOptions o;
+  o.timeout_s = seconds;
+  return o;
+}
 
 /// Starts `args` (args[0] is the program) and returns its pid; stdout/stderr go to the files.
 inline pid_t spawn_process(const std::vector<std::string>& args, const std::string& out_path,
                            const std::string& err_path, const RunOptions& opt = {}) {
   std::string in_path = out_path + ".stdin";
   write_file(in_path, opt.stdin_data);
+  const std::string stdout_path = opt.stdout_path.empty() ? out_path : opt.stdout_path;
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     int in = open(in_path.c_str(), O_RDONLY);
-    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (in < 0 || out < 0 || err < 0) _exit(127);
     dup2(in, 0);
@@ -99,12 +122,14 @@ inline pid_t spawn_process(const std::vector<std::string>& args, const std::stri
   return pid;
 }
 
-/// Waits for `pid` (killing it after timeout_s) and fills the status fields of `r`.
+/// Waits for `pid` (killing it after timeout_s) and fills the status, time and memory fields of `r`.
 inline void wait_process(pid_t pid, ProcessResult& r, double timeout_s = 300) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
   int status = 0;
+  struct rusage usage {};
   for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
+    pid_t w = wait4(pid, &status, WNOHANG, &usage);
     REQUIRE(w >= 0);
     if (w == pid) break;
     if (std::chrono::steady_clock::now() > deadline) {
@@ -112,8 +137,10 @@ inline void wait_process(pid_t pid, ProcessResult& r, double timeout_s = 300) {
       waitpid(pid, &status, 0);
       FAIL("process " << pid << " timed out after " << timeout_s << " s");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.max_rss_kb = usage.ru_maxrss;
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
 }

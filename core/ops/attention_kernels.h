@@ -1,18 +1,15 @@
-// Internal to nn/attention.cpp: the per-head products of attention, written for the small
-// matrices attention has (T up to a few hundred, head_dim 16-128), where a BLAS call per head
-// costs more in overhead than in arithmetic. Rows are vectorised with xsimd; causal rows stop at
-// their last visible key, so the masked half is never computed.
+// heed (internal): the per-head products of attention (core/ops/attention.cpp), written for the
+// small matrices attention has (T up to a few hundred, head_dim 16-128), where a BLAS call per
+// head costs more in overhead than in arithmetic. Rows are vectorised with xsimd; causal rows stop
+// at their last visible key, so the masked half is never computed.
 #pragma once
-
-#include <xsimd/xsimd.hpp>
 
 #include <algorithm>
 #include <cstdint>
 
-namespace heed::nn::kernels {
+#include "core/ops/simd_rows.h"
 
-template <class T>
-using Batch = xsimd::batch<T>;
+namespace heed::detail::kernels {
 
 /// dst (cols x ld_dst, only the first rows columns written) = src^T, src (rows x cols) with row
 /// stride ld_src. Entries of dst past `rows` in each row, up to ld_dst, are set to zero.
@@ -30,7 +27,7 @@ void transpose(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t row
   }
 }
 
-namespace detail {
+namespace blocks {
 
 // R output rows of NB batches at once: every load of y feeds R rows, and every broadcast of an x
 // element NB batches. c[r] = c0[r] + sum over k in [lo, hi) of x[r sxr + k sxk] * y[k ldy .. + NB W],
@@ -106,7 +103,7 @@ inline void group_blocks(int64_t count, T* out, int64_t ld_out, int64_t valid, c
   }
 }
 
-}  // namespace detail
+}  // namespace blocks
 
 /// out[i, j] = sum_d a[i, d] * bt[d, j] for i < R and at least every j < n(i) (more columns may
 /// be written, never past ld_out); bt (K x ldb) is b transposed, zero-padded to ldb, a multiple
@@ -129,7 +126,7 @@ void a_bt(T* out, int64_t ld_out, const T* a, int64_t lda, const T* bt, int64_t 
       const int64_t n = visible(i + rows - 1);  // the widest row of the group
       if (n <= j) continue;
       const int64_t batches = std::min<int64_t>(4, (n - j + W - 1) / W);
-      detail::group_blocks(rows, out + i * ld_out + j, ld_out, ld_out - j, a + i * lda, lda, int64_t(1), bt + j, ldb,
+      blocks::group_blocks(rows, out + i * ld_out + j, ld_out, ld_out - j, a + i * lda, lda, int64_t(1), bt + j, ldb,
                            int64_t(0), K, batches, false);
     }
   }
@@ -172,7 +169,7 @@ void p_v(T* out, int64_t ld_out, const T* p, int64_t spr, int64_t spj, const T* 
         const auto [lo, hi] = group_range(i, rows);
         const int64_t j1 = std::min(hi, j0 + kPiece), js = std::max(lo, j0);
         if (js >= j1) continue;
-        detail::group_blocks(rows, out + i * ld_out + d, ld_out, full - d, p + i * spr, spr, spj, v + d, ldv, js, j1,
+        blocks::group_blocks(rows, out + i * ld_out + d, ld_out, full - d, p + i * spr, spr, spj, v + d, ldv, js, j1,
                              batches, js > lo);
       }
   }
@@ -188,4 +185,4 @@ void p_v(T* out, int64_t ld_out, const T* p, int64_t spr, int64_t spj, const T* 
   }
 }
 
-}  // namespace heed::nn::kernels
+}  // namespace heed::detail::kernels

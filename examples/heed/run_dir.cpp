@@ -1,0 +1,186 @@
+#include "run_dir.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "io.h"
+
+namespace heed::cli {
+
+namespace fs = std::filesystem;
+
+std::string model_path(const std::string& dir) { return (fs::path(dir) / "model.safetensors").string(); }
+std::string state_path(const std::string& dir) { return (fs::path(dir) / "train_state.safetensors").string(); }
+std::string log_path(const std::string& dir) { return (fs::path(dir) / "log.jsonl").string(); }
+std::string config_path(const std::string& dir) { return (fs::path(dir) / "config.toml").string(); }
+std::string plot_path(const std::string& dir) { return (fs::path(dir) / "loss.svg").string(); }
+
+std::vector<std::string> run_files(const std::string& dir) {
+  return {model_path(dir), state_path(dir), log_path(dir), config_path(dir), plot_path(dir)};
+}
+
+std::string describe(RunKind kind) {
+  switch (kind) {
+    case RunKind::gpt: return "a GPT run (heed train)";
+    case RunKind::seq2seq: return "a seq2seq run (heed seq2seq)";
+    case RunKind::unknown: return "the files of a run";
+    case RunKind::none: break;
+  }
+  return "no run";
+}
+
+namespace {
+
+bool exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec));
+}
+
+// The kind model.safetensors's metadata names, from its header alone (unknown if unreadable).
+RunKind model_kind(const std::string& path) {
+  try {
+    const std::string head = read_input_prefix(path, 8);
+    if (head.size() < 8) return RunKind::unknown;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[i]);
+    if (n > (100u << 20)) return RunKind::unknown;
+    const std::string header = read_input_prefix(path, 8 + n).substr(8);
+    const auto j = nlohmann::json::parse(header, nullptr, false);
+    if (!j.is_object() || !j.contains("__metadata__") || !j["__metadata__"].is_object()) return RunKind::unknown;
+    if (j["__metadata__"].contains("seq2seq")) return RunKind::seq2seq;
+    if (j["__metadata__"].contains("config")) return RunKind::gpt;
+  } catch (const Error&) {
+  }
+  return RunKind::unknown;
+}
+
+// A log's kind from its first line: seq2seq logs exact match.
+RunKind log_kind(const std::string& path) {
+  try {
+    const std::string head = read_input_prefix(path, 4096);
+    const auto j = nlohmann::json::parse(head.substr(0, head.find('\n')), nullptr, false);
+    if (j.is_object()) return j.contains("exact_match") ? RunKind::seq2seq : RunKind::gpt;
+  } catch (const Error&) {
+  }
+  return RunKind::unknown;
+}
+
+// The temporary files (`<run file>.tmp.<pid>`) a killed run left; those of live processes stay.
+void remove_stale_temp_files(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string& file : run_files(dir)) {
+      const std::string base = fs::path(file).filename().string() + ".tmp.";
+      if (name.rfind(base, 0) != 0) continue;
+      const std::string pid_text = name.substr(base.size());
+      if (pid_text.empty() || pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string::npos)
+        continue;
+      const long pid = std::stol(pid_text);
+      // A live process may be writing right now (`heed plot --out DIR/loss.svg`); leave it.
+      if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;
+      std::error_code rm_ec;
+      fs::remove(entry.path(), rm_ec);
+    }
+  }
+}
+
+void prepare_out_dir(const std::string& dir) {
+  if (dir.empty()) throw UsageError("--out: empty path");
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw UsageError("--out " + dir + ": exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError("--out " + dir + ": cannot create directory (" + ec.message() + ")");
+  // access() says yes to root everywhere and knows nothing of read-only or special file systems:
+  // creating a file is the real test, done now rather than at the first checkpoint.
+  const std::string probe = (fs::path(dir) / (".heed-write-test." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw UsageError("--out " + dir + ": cannot create files in it (" + std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+}  // namespace
+
+RunKind run_kind(const std::string& dir) {
+  if (exists(state_path(dir))) return RunKind::gpt;
+  if (exists(model_path(dir))) return model_kind(model_path(dir));
+  if (exists(config_path(dir))) return RunKind::gpt;  // only train writes config.toml
+  if (exists(log_path(dir))) return log_kind(log_path(dir));
+  if (exists(plot_path(dir))) return RunKind::unknown;
+  return RunKind::none;
+}
+
+RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, const std::string& command)
+    : dir_(dir) {
+  prepare_out_dir(dir);
+  const std::string lock_file = (fs::path(dir) / ".heed.lock").string();
+  lock_fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  HEED_CHECK(lock_fd_ >= 0, lock_file, ": cannot open the run directory's lock (", std::strerror(errno), ")");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[512] = {0};
+    const ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string();
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (err == EWOULDBLOCK)
+      detail::fail("--out ", dir, " is in use by another heed (", who.empty() ? "a process starting up" : who,
+                   "); wait for it to finish, or choose another --out");
+    detail::fail(lock_file, ": cannot lock (", std::strerror(err), ")");
+  }
+  // Name the holder, for whoever is refused next.
+  char started[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(started, sizeof started, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  const std::string me = "pid " + std::to_string(::getpid()) + ", " + command + ", started " + started + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, me.data(), me.size(), 0) < 0) {
+    // The lock holds without its note; a refused writer then says "a process starting up".
+  }
+
+  try {
+    apply_mode(kind, mode, command);
+  } catch (...) {
+    ::close(lock_fd_);
+    throw;
+  }
+}
+
+void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& command) {
+  const std::string& dir = dir_;
+  found_ = run_kind(dir);
+  const std::string out = "--out " + dir;
+  if (found_ != RunKind::none && found_ != kind && found_ != RunKind::unknown)
+    throw UsageError(out + " holds " + describe(found_) + ", which " + command +
+                     " never replaces; choose another --out");
+  if (mode == OutMode::resume && found_ == RunKind::none)
+    throw UsageError("--resume: " + out + " holds no run to continue (no " +
+                     (kind == RunKind::gpt ? "train_state.safetensors" : "model.safetensors") + ")");
+  if (mode == OutMode::fresh && found_ != RunKind::none)
+    throw UsageError(out + " already holds " + describe(found_) +
+                     "; add --resume to continue it, --overwrite to start over there, or choose another --out");
+  remove_stale_temp_files(dir);
+  if (mode == OutMode::overwrite)
+    for (const std::string& file : run_files(dir)) {
+      std::error_code ec;
+      fs::remove(file, ec);
+      HEED_CHECK(!ec, file, ": cannot remove the old run's file (", ec.message(), ")");
+    }
+}
+
+RunDirectory::~RunDirectory() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // closing the descriptor releases the flock
+}
+
+}  // namespace heed::cli

@@ -1,0 +1,32 @@
+// Stopping on SIGINT and SIGTERM. The handlers only record the signal; every long phase of every
+// command polls it (training steps, evaluation batches, each generated character, decoding steps,
+// file chunks), so a stop is honoured within one unit of work: training saves a checkpoint first,
+// then the command exits 128+N. A second signal ends the process at once (exit 128+N, nothing
+// more saved; the last complete checkpoint stays, as every file is written atomically).
+#pragma once
+
+#include <csignal>
+#include <exception>
+
+namespace heed::cli {
+
+/// The signal that asked heed to stop (0: none yet).
+extern volatile std::sig_atomic_t g_stop_signal;
+
+/// Installs the SIGINT/SIGTERM handlers (main does, before any command runs) and ignores SIGPIPE,
+/// so a closed pipe is a write error heed reports (io.h) rather than a silent death mid-save.
+void install_stop_handlers();
+
+/// Thrown by check_stop() once a stop signal arrived; main turns it into exit code 128 + signal.
+struct Stopped : std::exception {
+  int signal;
+  explicit Stopped(int sig) : signal(sig) {}
+  const char* what() const noexcept override { return "stopped by a signal"; }
+};
+
+/// Throws Stopped if a stop signal arrived.
+inline void check_stop() {
+  if (g_stop_signal) throw Stopped(g_stop_signal);
+}
+
+}  // namespace heed::cli

@@ -1,0 +1,202 @@
+// SIGINT and SIGTERM in every long phase of every command (issue 11), through the real executable:
+// the process stops within a second of the signal, exits 128+N, and keeps or saves what training
+// has (train: a checkpoint at the iteration it stopped; seq2seq: the model trained so far). Each
+// case starts the command with work that would take far longer than the test, waits until the
+// output shows it is in the phase, sends the signal and times the exit.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/heed.h"
+#include "nn/gpt.h"
+#include "nn/gpt_checkpoint.h"
+#include "nn/safetensors.h"
+#include "cli_fixtures.h"
+#include "support/process.h"
+
+using namespace heed;
+using namespace heed::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Fixture : CliFixture {
+  Fixture() : CliFixture("signals", 99) {}
+};
+
+const std::vector<std::string> kTinyModel = {"--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8",
+                                             "--batch-size", "2", "--threads", "1"};
+
+// Runs `args` (after heed), waits until `ready(stdout so far)` holds (or `delay` passed when no
+// predicate is given), sends `sig`, and returns the result with `seconds` measured from the signal.
+ProcessResult signal_during(const Fixture& fx, const std::vector<std::string>& args, int sig,
+                            const std::function<bool(const std::string&)>& ready) {
+  std::vector<std::string> all = cat({heed_exe()}, args);
+  const std::string out = fx.dir / "out", err = fx.dir / "err";
+  fs::remove(out);  // a previous case's output must not look like this one's
+  write_file(out, "");
+  const pid_t pid = spawn_process(all, out, err);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!ready(read_file(out))) {
+    if (waitpid(pid, nullptr, WNOHANG) != 0) FAIL("heed ended before the signal: " << read_file(out) << read_file(err));
+    REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, sig);
+  ProcessResult r;
+  wait_process(pid, r, 30);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// Ready once the output holds `needle`; then a short pause, so the phase is well under way.
+std::function<bool(const std::string&)> after(const std::string& needle, int pause_ms = 50) {
+  return [needle, pause_ms](const std::string& out) {
+    if (out.find(needle) == std::string::npos) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    return true;
+  };
+}
+
+// Ready after a fixed delay (commands that print nothing until they finish).
+std::function<bool(const std::string&)> after_ms(int ms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  return [t0, ms](const std::string&) { return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(ms); };
+}
+
+void require_stopped(const ProcessResult& r, int sig) {
+  INFO("stdout: " << r.out.substr(0, 2000) << "\nstderr: " << r.err);
+  REQUIRE(r.signal == 0);
+  REQUIRE(r.exit_code == 128 + sig);
+  CHECK(r.seconds < 1.0 * kTimeScale);
+}
+
+int64_t state_iter(const std::string& run) {
+  return std::stoll(nn::load_safetensors(run + "/train_state.safetensors").metadata.at("iter"));
+}
+
+}  // namespace
+
+TEST_CASE("signals: train stops within a second in training, evaluation and the closing sample, saving its checkpoint",
+          "[cli]") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    Fixture fx;
+    {  // the evaluation: 10^8 batches per split at iteration 0
+      const std::string run = fx.dir / "eval";
+      const ProcessResult r = signal_during(
+          fx, cat({"train", "--data", fx.corpus, "--out", run, "--eval-iters", "100000000", "--sample-tokens", "0"}, kTinyModel),
+          sig, after("heed train:"));
+      require_stopped(r, sig);
+      CHECK(r.out.find("stopped by signal " + std::to_string(sig) + " at iteration 0") != std::string::npos);
+      CHECK(r.err.empty());
+      CHECK(state_iter(run) == 0);  // saved; --resume redoes the evaluation
+    }
+    {  // the training loop
+      const std::string run = fx.dir / "loop";
+      const ProcessResult r = signal_during(
+          fx, cat({"train", "--data", fx.corpus, "--out", run, "--max-iters", "100000000", "--eval-interval", "100000000",
+                   "--eval-iters", "1", "--log-interval", "1", "--sample-tokens", "0"}, kTinyModel),
+          sig, after("iter 5:"));
+      require_stopped(r, sig);
+      CHECK(state_iter(run) > 5);
+    }
+    {  // the closing sample: ten million characters asked for
+      const std::string run = fx.dir / "sample";
+      const ProcessResult r = signal_during(
+          fx, cat({"train", "--data", fx.corpus, "--out", run, "--max-iters", "2", "--eval-iters", "1",
+                   "--sample-tokens", "10000000"}, kTinyModel),
+          sig, after("sample:\n"));
+      require_stopped(r, sig);
+      CHECK(r.out.find("stopped by signal " + std::to_string(sig) + " during the closing sample") != std::string::npos);
+      CHECK(state_iter(run) == 2);
+    }
+  }
+}
+
+TEST_CASE("signals: bench, sample and eval stop within a second with exit 128+N", "[cli]") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    Fixture fx;
+    require_stopped(signal_during(fx, cat({"bench", "--data", fx.corpus, "--iters", "1000000"}, kTinyModel), sig,
+                                  after_ms(300)),
+                    sig);
+    {
+      const ProcessResult r = signal_during(
+          fx, {"sample", "--checkpoint", fx.ckpt, "--tokens", "10000000", "--threads", "1"}, sig,
+          [](const std::string& out) { return out.size() > 20; });  // generating
+      require_stopped(r, sig);
+      CHECK(r.out.size() > 10);  // what was generated was written
+      CHECK(r.err.find("stopped by signal " + std::to_string(sig)) != std::string::npos);
+    }
+    {  // eval over a long text, one window per batch
+      const std::string big = fx.dir / "big.txt";
+      std::string text;
+      while (text.size() < 4'000'000) text += tiny_corpus(static_cast<uint32_t>(text.size()));
+      write_file(big, text);
+      require_stopped(signal_during(fx, {"eval", "--checkpoint", fx.ckpt, "--data", big, "--batch-size", "1",
+                                         "--threads", "1"},
+                                    sig, after_ms(400)),
+                      sig);
+    }
+  }
+}
+
+TEST_CASE("signals: seq2seq stops within a second in training (saving the model so far) and in scoring", "[cli][seq2seq]") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    Fixture fx;
+    const std::vector<std::string> small = {"seq2seq", "--task", "dates", "--d-model", "16", "--n-head", "2",
+                                            "--n-layer", "1", "--batch-size", "8", "--threads", "1"};
+    {
+      const std::string run = fx.dir / "train";
+      const ProcessResult r = signal_during(fx, cat(small, {"--max-iters", "100000000", "--examples", "20", "--out", run}),
+                                            sig, after("heed seq2seq", 200));
+      require_stopped(r, sig);
+      CHECK(r.out.find("stopped by signal " + std::to_string(sig) + " at iteration") != std::string::npos);
+      CHECK(r.err.empty());  // a stop is no error
+      // the model trained so far is saved and loads (heed attention reads it)
+      require_ok(run_heed({"attention", "--checkpoint", run + "/model.safetensors", "--text", "Nov 22, 2026", "--out",
+                           fx.dir / "a.svg"}));
+    }
+    {  // scoring 100000 held-out dates after one training step
+      const std::string run = fx.dir / "score";
+      const ProcessResult r = signal_during(fx, cat(small, {"--max-iters", "1", "--examples", "100000", "--out", run}),
+                                            sig, after("saved "));
+      require_stopped(r, sig);
+      CHECK(fs::exists(run + "/model.safetensors"));
+    }
+  }
+}
+
+TEST_CASE("signals: a second signal ends heed at once, saving nothing more", "[cli]") {
+  Fixture fx;
+  // In an evaluation of 10^8 batches per split, SIGINT then SIGTERM at once: whichever of the two a
+  // thread of heed handles second ends the process before the stop the first asked for saves
+  // anything (exit 128 + that signal, no checkpoint; the graceful stop would have saved one).
+  const std::string run = fx.dir / "run";
+  const std::vector<std::string> args = cat({heed_exe(), "train", "--data", fx.corpus, "--out", run,
+                                             "--eval-iters", "100000000", "--sample-tokens", "0"}, kTinyModel);
+  const pid_t pid = spawn_process(args, fx.dir / "out", fx.dir / "err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (read_file(fx.dir / "out").find("heed train:") == std::string::npos) {
+    REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, SIGINT);
+  kill(pid, SIGTERM);
+  ProcessResult r;
+  wait_process(pid, r, 30);
+  CHECK(r.signal == 0);
+  CHECK((r.exit_code == 128 + SIGTERM || r.exit_code == 128 + SIGINT));
+  CHECK(r.seconds < 1.0 * kTimeScale);
+  CHECK(!fs::exists(run + "/train_state.safetensors"));
+}
