@@ -16,7 +16,9 @@
 
 #include "commands.h"
 #include "config_file.h"
+#include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/cpu.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "corpus.h"
@@ -26,6 +28,7 @@
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
 #include "optim/adam.h"
+#include "precision.h"
 #include "profile.h"
 #include "resources.h"
 #include "run_dir.h"
@@ -416,6 +419,7 @@ int run_train(const TrainRequest& req) {
     record = read_train_state(state, what_state);
     o = resumed_options(req, o, record, what_state);
   }
+  const AutocastBF16 autocast(precision_is_bf16(o.precision));  // the run's, recorded with its recipe
   apply_threads(o.threads);
 
   // The corpus, then the memory the whole run needs.
@@ -483,6 +487,7 @@ int run_bench(const TrainOptions& flags) {
   if (o.data.empty()) o.data = default_corpus_path();
   validate(o, bench_option_table());
   check_training_memory(o, 1, kCorpusBytesPerByte * double(regular_file_size(o.data)));
+  const AutocastBF16 autocast(precision_is_bf16(o.precision));
   apply_threads(o.threads);
   Corpus corpus = load_corpus(o.data, o.block_size);
   check_training_memory(o, corpus.vocab.size());
@@ -505,12 +510,28 @@ int run_bench(const TrainOptions& flags) {
   std::sort(times.begin(), times.end());
   const size_t n = times.size();
   const double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  // Model FLOPs per iteration as nanoGPT's estimate_mfu counts them (PaLM appendix B; the
+  // attention products over the whole T x T square), so MFU compares with PyTorch's figures;
+  // the peaks are this CPU's, measured now, per core, times the threads used.
+  const double T = double(o.block_size), tokens = double(o.batch_size) * T;
+  const double flops = (6.0 * double(trainer.model().num_params(true)) + 12.0 * double(o.n_layer * o.n_embd) * T) * tokens;
+  const double gflops = flops / median / 1e9;
+  const CpuPeaks& peaks = cpu_peaks();
+  const double threads = num_threads();
+  auto mfu = [&](double peak) { return peak > 0 ? json(std::round(gflops / (peak * threads) * 1e3) / 1e3) : json(); };
   const json out = {{"ms_per_iter", std::round(median * 1e6) / 1e3},
                     {"tokens_per_s", std::round(o.batch_size * o.block_size / median * 10) / 10},
                     {"params", trainer.model().num_params(false)},
                     {"ms_per_iter_min", std::round(times.front() * 1e6) / 1e3},
                     {"ms_per_iter_max", std::round(times.back() * 1e6) / 1e3},
-                    {"iters", o.bench_iters}};
+                    {"iters", o.bench_iters},
+                    {"precision", o.precision},
+                    {"threads", num_threads()},
+                    {"flops_per_iter", flops},
+                    {"gflops", std::round(gflops * 10) / 10},
+                    {"mfu_fp32_peak", mfu(peaks.fp32_fma_gflops)},
+                    {"mfu_bf16_peak", mfu(peaks.bf16_dot_gflops)},
+                    {"cpu", json::parse(cpu_json())}};
   write_stdout(out.dump() + "\n");
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "train_options.h"
 
 #include "commands.h"
+#include "precision.h"
 
 namespace heed::cli {
 
@@ -40,6 +41,7 @@ OptionTable<O> model_and_recipe() {
        "threads for matrix products and kernels (0: all cores)", Role::local},
       {"profile", "profile", {}, &O::profile, false, {},
        "print time per op (forward/backward) and the GEMM share at the end", Role::local},
+      precision_option(&O::precision, Role::recipe),
   };
 }
 
@@ -91,6 +93,7 @@ void validate(const TrainOptions& o, const OptionTable<TrainOptions>& table) {
   require(o.lr_decay_iters > o.warmup_iters, "--lr-decay-iters " + std::to_string(o.lr_decay_iters) +
                                                  ": must be greater than --warmup-iters " +
                                                  std::to_string(o.warmup_iters));
+  precision_is_bf16(o.precision);  // fp32 or bf16, and bf16 only where the CPU has it
 }
 
 nn::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab_size) {
