@@ -5,7 +5,7 @@ precision (--precision fp32 / bf16) and every PyTorch mode (fp32, and bf16 under
 torch.autocast("cpu", dtype=torch.bfloat16)) in turn, and prints per config: the ratios of
 tokens/s (median and spread over the pairs) of each heed precision to each PyTorch mode and of heed
 bf16 to heed fp32, the peak RSS of each program, and the model FLOP utilisation (MFU) of each
-against this CPU's measured per-core fp32 FMA and bf16 dot-product peaks times the 2 threads
+against this CPU's measured per-core fp32 FMA and bf16 dot-product peaks times the threads
 (`heed bench` measures them: core/cpu.h). The host (CPU model, ISA, caches, peaks) and the load
 (uptime) before and after are printed too. The 2-thread OpenBLAS SGEMM rate (cblas_sgemm on
 2048 x 2048, timed here: sgemm_peak) is printed beside them as the practical fp32 ceiling.
@@ -16,7 +16,7 @@ with N the parameters less the position embedding (the tied lm_head counted once
 
 Usage: bench/compare.sh [--pairs 3] [--configs tiny baby small] [--heed build/heed]
                         [--precisions fp32 bf16] [--torch-precisions fp32 bf16]
-                        [--torch-splits 2,2 1,2] [--iters-scale 1.0]
+                        [--threads 2] [--torch-splits 2,2 1,2] [--iters-scale 1.0]
 Each PyTorch mode runs under every thread split; the ratios use PyTorch's fastest per mode.
 Both programs run in this environment (say which OPENBLAS_CORETYPE, if any, when quoting).
 """
@@ -110,19 +110,23 @@ def main():
                     help="heed's --precision values to run")
     ap.add_argument("--torch-precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"],
                     help="the reference's --precision values (bf16: torch.autocast)")
-    ap.add_argument("--torch-splits", nargs="+", default=["2,2", "1,2"],
-                    help="PyTorch's --threads,--blas_threads settings; each pair runs every one "
-                         "and compares heed with PyTorch's fastest")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="heed's --threads, and the thread count MFU's peak is multiplied by")
+    ap.add_argument("--torch-splits", nargs="+", default=None,
+                    help="PyTorch's --threads,--blas_threads settings (default with --threads 2: 2,2 and "
+                         "1,2; else N,N); each pair runs every one and compares heed with PyTorch's fastest")
     ap.add_argument("--iters-scale", type=float, default=1.0)
     a = ap.parse_args()
     env = dict(os.environ)
+    if a.torch_splits is None:
+        a.torch_splits = ["2,2", "1,2"] if a.threads == 2 else [f"{a.threads},{a.threads}"]
     splits = [tuple(x.split(",")) for x in a.torch_splits]
     print(f"# load before (1, 5, 15 min): {load()}", flush=True)
-    sgemm = sgemm_peak(env)
+    sgemm = sgemm_peak(env, a.threads)
     print(f"# OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '(unset)')}; "
-          f"2-thread SGEMM rate (square 2048, median): {sgemm} GFLOP/s; "
+          f"{a.threads}-thread SGEMM rate (square 2048, median): {sgemm} GFLOP/s; "
           f"PyTorch splits (--threads,--blas_threads): {' '.join(a.torch_splits)}", flush=True)
-    print("# MFU = training FLOPs per iteration / seconds per iteration / (2 x the measured per-core peak), "
+    print(f"# MFU = training FLOPs per iteration / seconds per iteration / ({a.threads} x the measured per-core peak), "
           "with FLOPs per iteration = (6 N + 12 n_layer n_embd block_size) * block_size * batch_size "
           "(nanoGPT's estimate_mfu; N = parameters less the position embedding)", flush=True)
     summary, host = [], None
@@ -131,7 +135,7 @@ def main():
         iters = max(2, int(iters * a.iters_scale))
         flags = ["--n-layer", str(L), "--n-head", str(H), "--n-embd", str(C), "--block-size", str(T),
                  "--batch-size", str(B), "--dropout", "0"]
-        heed_cmds = {p: [a.heed, "bench", *flags, "--no-bias", "--threads", "2", "--iters", str(iters),
+        heed_cmds = {p: [a.heed, "bench", *flags, "--no-bias", "--threads", str(a.threads), "--iters", str(iters),
                          "--precision", p] for p in a.precisions}
         torch_cmds = {(p, f"{tt},{tb}"): ["/usr/bin/python3", REFERENCE, *flags, "--threads", tt,
                                           "--blas-threads", tb, "--bench", str(iters), "--precision", p]
@@ -172,7 +176,7 @@ def main():
         rss.update({f"torch {p}": child_rss(torch_cmds[(p, best_split[p])], env) for p in a.torch_precisions})
 
         def mfu(tokens_per_s, peak):
-            return round(fl * tokens_per_s / (T * B) / 1e9 / (2 * peak), 3) if peak else None
+            return round(fl * tokens_per_s / (T * B) / 1e9 / (a.threads * peak), 3) if peak else None
         row = {"config": name, "flops_per_iter": fl,
                "tokens_per_s": {k: statistics.median(v) for k, v in tps.items()},
                "ratios": {k: {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
