@@ -333,34 +333,39 @@ Tensor attention_heads_forward_bf16(HeadsCall& c, const KeyPaddingMask* mask, Ge
   return out;
 }
 
+// Head by head, as the fp32 path: one head's score gradient (Tq x Tk) is written, put through
+// dropout and the softmax, and read by dq and dk while it is in cache (whole-tensor batched
+// products would stream all B nh of them through memory between the steps).
 void attention_heads_backward_bf16(const HeadsCall& c, const Tensor& g, std::vector<Tensor>& grads) {
   const int64_t diagonal = c.Tk - c.Tq;
-  const Bf16Operand dy{g.data<float>(), c.C, false, c.Tq * c.C, c.hd};
-  auto grad_head = [&](size_t r) -> Bf16Output {
-    Tensor& t = grads[c.src[r]];
-    return {t.data<float>() + c.off[r], t.size(2), t.size(1) * t.size(2), c.hd};
+  const GemmBf16Options above = bf16_options(c, Bf16Skip::a_above, diagonal);
+  const GemmBf16Options below = bf16_options(c, Bf16Skip::a_below, -diagonal);
+  const GemmBf16Options scores = bf16_options(c, Bf16Skip::c_above, diagonal);
+  auto head = [&](size_t r, int64_t b, int64_t h) { return c.head<float>(r, b, h); };
+  auto grad_head = [&](size_t r, int64_t b, int64_t h) {
+    const Tensor& t = grads[c.src[r]];
+    return t.data<float>() + b * t.size(1) * t.size(2) + c.off[r] + h * c.hd;
   };
-  // d(weights) = dy v^T, then through dropout and the softmax: d(scores), the scale folded in.
-  Tensor ds = Tensor::empty({c.B, c.nh, c.Tq, c.Tk});
-  gemm_bf16_batched(c.B, c.nh, c.Tq, c.Tk, c.hd, dy, bf16_head(c, 2, true), 0.0f,
-                    {ds.data<float>(), c.Tk, c.nh * c.Tq * c.Tk, c.Tq * c.Tk},
-                    bf16_options(c, Bf16Skip::c_above, diagonal));
-  parallel_for(c.B * c.nh, row_grain(c), [&](int64_t begin, int64_t end) {
+  auto grad_ld = [&](size_t r) { return grads[c.src[r]].size(2); };
+  parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
+    std::vector<float> ds(static_cast<size_t>(c.Tq * c.Tk));
     for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t head = bh * c.Tq * c.Tk;
-      float* d = ds.data<float>() + head;
-      if (c.p > 0.0) weights_dropout_backward<float>(d, c.dropped.data<float>() + head, c.p, c.Tq * c.Tk);
-      masked_softmax_backward<float>(d, d, c.att.data<float>() + head, static_cast<float>(c.scale), c.Tq, c.Tq, c.Tk,
-                                     c.causal);
+      const int64_t b = bh / c.nh, h = bh % c.nh, at = bh * c.Tq * c.Tk;
+      const float* dy = g.data<float>() + b * c.Tq * c.C + h * c.hd;
+      const float* dropped = c.dropped.data<float>() + at;
+      // d(weights) = dy v^T, then through dropout and the softmax: d(scores), the scale folded in.
+      gemm_bf16(false, true, c.Tq, c.Tk, c.hd, dy, c.C, head(2, b, h), c.ld(2), 0.0f, ds.data(), c.Tk, scores);
+      if (c.p > 0.0) weights_dropout_backward<float>(ds.data(), dropped, c.p, c.Tq * c.Tk);
+      masked_softmax_backward<float>(ds.data(), ds.data(), c.att.data<float>() + at, static_cast<float>(c.scale), c.Tq,
+                                     c.Tq, c.Tk, c.causal);
+      // dq = ds k; dk = ds^T q and dv = dropped^T dy.
+      gemm_bf16(false, false, c.Tq, c.hd, c.Tk, ds.data(), c.Tk, head(1, b, h), c.ld(1), 0.0f, grad_head(0, b, h),
+                grad_ld(0), above);
+      gemm_bf16(true, false, c.Tk, c.hd, c.Tq, ds.data(), c.Tk, head(0, b, h), c.ld(0), 0.0f, grad_head(1, b, h),
+                grad_ld(1), below);
+      gemm_bf16(true, false, c.Tk, c.hd, c.Tq, dropped, c.Tk, dy, c.C, 0.0f, grad_head(2, b, h), grad_ld(2), below);
     }
   });
-  // dq = ds k; dk = ds^T q and dv = dropped^T dy.
-  gemm_bf16_batched(c.B, c.nh, c.Tq, c.hd, c.Tk, bf16_weights(ds, c, false), bf16_head(c, 1, false), 0.0f,
-                    grad_head(0), bf16_options(c, Bf16Skip::a_above, diagonal));
-  gemm_bf16_batched(c.B, c.nh, c.Tk, c.hd, c.Tq, bf16_weights(ds, c, true), bf16_head(c, 0, false), 0.0f,
-                    grad_head(1), bf16_options(c, Bf16Skip::a_below, -diagonal));
-  gemm_bf16_batched(c.B, c.nh, c.Tk, c.hd, c.Tq, bf16_weights(c.dropped, c, true), dy, 0.0f, grad_head(2),
-                    bf16_options(c, Bf16Skip::a_below, -diagonal));
 }
 
 // Every head's forward: fills c.att and c.dropped, returns the output (B, Tq, C).
