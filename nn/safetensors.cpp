@@ -321,7 +321,11 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   auto fail_with = [&](const char* step, int err) {
     detail::fail("save_safetensors: cannot write ", path, " (", step, " ", tmp, "): ", errno_text(err));
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_EXCL creates a new file and never follows a symlink planted under the temporary name; a
+  // leftover of an earlier process with this pid (or a planted link) is unlinked, never written.
+  const int create_flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(tmp.c_str(), create_flags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) fd = ::open(tmp.c_str(), create_flags, 0644);
   if (fd < 0) fail_with("creating", errno);
   int err = 0;
   const char* step = "writing";

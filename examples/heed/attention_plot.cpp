@@ -3,6 +3,7 @@
 // cross-attention (output characters against source characters) while it decodes TEXT greedily.
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "core/autograd.h"
@@ -13,6 +14,7 @@
 #include "resources.h"
 #include "seq2seq.h"
 #include "seq2seq_checkpoint.h"
+#include "stop.h"
 #include "svg.h"
 
 namespace heed::cli {
@@ -67,7 +69,10 @@ int run_attention(const std::string& checkpoint, const std::string& text, const 
   if (text.empty()) throw UsageError("--text must not be empty");
   if (out.empty()) throw UsageError("--out is required");
   if (same_file(checkpoint, out)) throw UsageError("--out " + out + " is the --checkpoint; it would be overwritten");
-  require_own_output(out, "--out", "<svg");
+  require_own_output(out, "--out", kSvgSignature);
+  // Nothing is written before the drawing: until then a stop ends heed at once, even inside the
+  // library's parsing and copying of a large checkpoint, which never polls it.
+  std::optional<ExitAtOnceOnStop> only_reading(std::in_place);
   const std::string bytes = read_input_file(checkpoint, 4.0);
   nn::SafetensorsFile file =
       nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), checkpoint);
@@ -127,6 +132,7 @@ int run_attention(const std::string& checkpoint, const std::string& text, const 
     title = "causal self-attention over \"" + text + "\" (rows: queries, columns: keys)";
     columns = static_cast<int>(loaded.model->config().n_head);
   }
+  only_reading.reset();
   write_file_atomically(out, heatmaps_svg(title, maps, columns));
   write_stdout("wrote " + out + " (" + std::to_string(maps.size()) + " heatmaps)\n");
   return 0;

@@ -107,7 +107,11 @@ std::string read_input_file(const std::string& path, double memory_per_byte) {
 
 void write_file_atomically(const std::string& path, std::string_view text) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_EXCL creates a new file and never follows a symlink planted under the temporary name; a
+  // leftover of an earlier process with this pid (or a planted link) is unlinked, never written.
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(tmp.c_str(), flags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) fd = ::open(tmp.c_str(), flags, 0644);
   HEED_CHECK(fd >= 0, path, ": cannot write (", std::strerror(errno), ")");
   size_t done = 0;
   int err = 0;
@@ -137,8 +141,15 @@ void write_file_atomically(const std::string& path, std::string_view text) {
 }
 
 void append_line(const std::string& path, const std::string& line) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  HEED_CHECK(fd >= 0, path, ": cannot open for appending (", std::strerror(errno), ")");
+  // O_NOFOLLOW: a symlink planted as the log must not make heed append to the link's target.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  HEED_CHECK(fd >= 0, path, ": cannot open for appending (",
+             errno == ELOOP ? std::string("it is a symbolic link") : std::string(std::strerror(errno)), ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    detail::fail(path, ": cannot append to it (not a regular file)");
+  }
   const std::string text = line + "\n";
   const ssize_t n = ::write(fd, text.data(), text.size());
   const int err = errno;
@@ -180,7 +191,8 @@ void require_own_output(const std::string& path, const std::string& flag, std::s
   }
   if (head != signature)
     throw UsageError(flag + " " + path + " exists and is not " +
-                     (signature == "<svg" ? std::string("an SVG drawing") : "a file heed wrote") +
+                     (signature.find("<svg") != std::string_view::npos ? std::string("an SVG drawing heed made")
+                                                                      : "a file heed wrote") +
                      "; heed replaces only its own output (choose another " + flag + ")");
 }
 

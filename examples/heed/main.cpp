@@ -8,7 +8,11 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <new>
 #include <string>
 
@@ -31,6 +35,21 @@ int fail(int code, std::string msg) {
   return code;
 }
 
+// CLI11 reads an integer with strtoll, which turns "99999999999999999999" into INT64_MAX without
+// a word: the text itself must be an integer that fits.
+const CLI::Validator kInt64Text(
+    [](std::string& text) -> std::string {
+      // Only a run of digits is judged here; CLI11 itself refuses what is no integer at all.
+      const size_t sign = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+      if (text.size() == sign || text.find_first_not_of("0123456789", sign) != std::string::npos) return std::string();
+      int64_t v = 0;
+      const char* digits = text.data() + (text[0] == '+' ? 1 : 0);
+      if (std::from_chars(digits, text.data() + text.size(), v).ec == std::errc::result_out_of_range)
+        return "'" + text + "' is out of range (integers go from -9223372036854775808 to 9223372036854775807)";
+      return std::string();
+    },
+    "", "a 64-bit integer");
+
 // Registers every option of `table` on `cmd`, setting the members of `o` (which holds the
 // defaults, so --help shows them). Each option answers to --flag and to nanoGPT's --name; a
 // boolean also to --no-flag.
@@ -47,6 +66,7 @@ void add_options(CLI::App* cmd, const OptionTable<T>& table, T& o) {
             added = cmd->add_flag(names + ",!--no-" + opt.flag, o.*member, opt.help);
           else
             added = cmd->add_option(names, o.*member, opt.help);
+          if constexpr (std::is_same_v<M, int64_t>) added->check(kInt64Text);
           added->capture_default_str();
           if (opt.required) added->required();
         },
@@ -61,6 +81,14 @@ std::set<std::string> given_options(CLI::App* cmd, const OptionTable<T>& table) 
   for (const auto& opt : table)
     if (cmd->count("--" + opt.flag) > 0) given.insert(opt.name);
   return given;
+}
+
+// --help: CLI11 prints to std::cout; the help is output like any other, complete or an error.
+int print_help(const CLI::App& app, const CLI::Error& e) {
+  const int code = app.exit(e);
+  std::cout.flush();
+  if (!std::cout) return fail(1, std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+  return code;
 }
 
 }  // namespace
@@ -142,9 +170,9 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     return fail(2, e.what());
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return print_help(app, e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return print_help(app, e);
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (run 'heed --help')");
   }

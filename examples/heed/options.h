@@ -119,7 +119,8 @@ nlohmann::json options_to_json(const OptionTable<T>& table, const T& o, const st
 
 /// Reads the options of `roles` from the JSON object `j` into `o`. A key the table does not know
 /// (or of another role), a value of the wrong type or out of range is a heed::Error naming `what`
-/// and the key; an option missing from `j` (a record older than the option) keeps its value in `o`.
+/// and the key; so is an option of `roles` missing from `j` (a default in its place would change the
+/// recipe silently).
 template <class T>
 void options_from_json(const OptionTable<T>& table, T& o, const nlohmann::json& j, const std::set<Role>& roles,
                        const std::string& what) {
@@ -138,6 +139,9 @@ void options_from_json(const OptionTable<T>& table, T& o, const nlohmann::json& 
     }
     opt->set(o, *v);
   }
+  for (const auto& row : table)
+    if (roles.count(row.role) && !j.contains(row.name))
+      fail_record(what, "the recorded option \"" + row.name + "\" is missing");
 }
 
 template <class T>

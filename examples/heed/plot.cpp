@@ -78,7 +78,7 @@ int run_plot(const std::vector<std::string>& logs, const std::string& out) {
   if (out.empty()) throw UsageError("--out is required");
   for (const auto& log : logs)
     if (same_file(log, out)) throw UsageError("--out " + out + " is one of the --log files; it would be overwritten");
-  require_own_output(out, "--out", "<svg");
+  require_own_output(out, "--out", kSvgSignature);
   write_loss_plot(logs, out);
   write_stdout("wrote " + out + "\n");
   return 0;

@@ -95,8 +95,11 @@ uint64_t parse_size(const std::string& text, const std::string& what) {
 
 std::string format_bytes(double bytes) {
   char buf[64];
-  if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.3g GiB", bytes / (1024.0 * 1024 * 1024));
-  else std::snprintf(buf, sizeof buf, "%.0f MiB", bytes / (1024.0 * 1024));
+  if (bytes >= 1024.0 * 1024 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.3g TiB", bytes / (1024.0 * 1024 * 1024 * 1024));
+  else if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.3g GiB", bytes / (1024.0 * 1024 * 1024));
+  else if (bytes >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.0f MiB", bytes / (1024.0 * 1024));
+  else if (bytes >= 1024.0) std::snprintf(buf, sizeof buf, "%.0f KiB", bytes / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
   return buf;
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -125,8 +126,17 @@ RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, c
     : dir_(dir) {
   prepare_out_dir(dir);
   const std::string lock_file = (fs::path(dir) / ".heed.lock").string();
-  lock_fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  HEED_CHECK(lock_fd_ >= 0, lock_file, ": cannot open the run directory's lock (", std::strerror(errno), ")");
+  // O_NOFOLLOW: a symlink planted as the lock must not make heed write its note into the link's
+  // target; and only a regular file is a lock (a FIFO or a device would block or be written).
+  lock_fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  HEED_CHECK(lock_fd_ >= 0, lock_file, ": cannot open the run directory's lock (",
+             errno == ELOOP ? std::string("it is a symbolic link; remove it") : std::string(std::strerror(errno)), ")");
+  struct stat lock_st {};
+  if (::fstat(lock_fd_, &lock_st) != 0 || !S_ISREG(lock_st.st_mode)) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    detail::fail(lock_file, ": the run directory's lock is not a regular file; remove it");
+  }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char holder[512] = {0};
@@ -168,8 +178,10 @@ void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& com
     throw UsageError("--resume: " + out + " holds no run to continue (no " +
                      (kind == RunKind::gpt ? "train_state.safetensors" : "model.safetensors") + ")");
   if (mode == OutMode::fresh && found_ != RunKind::none)
-    throw UsageError(out + " already holds " + describe(found_) +
-                     "; add --resume to continue it, --overwrite to start over there, or choose another --out");
+    throw UsageError(out + " already holds " + describe(found_) + "; " +
+                     // only train continues a run today (seq2seq starts over or goes elsewhere)
+                     (kind == RunKind::gpt ? "add --resume to continue it, " : "") +
+                     "add --overwrite to start over there, or choose another --out");
   remove_stale_temp_files(dir);
   if (mode == OutMode::overwrite)
     for (const std::string& file : run_files(dir)) {

@@ -1,4 +1,4 @@
-// Stopping on SIGINT and SIGTERM. The handlers only record the signal; every long phase of every
+// Stopping on SIGINT, SIGTERM and SIGHUP. The handlers only record the signal; every long phase of every
 // command polls it (training steps, evaluation batches, each generated character, decoding steps,
 // file chunks), so a stop is honoured within one unit of work: training saves a checkpoint first,
 // then the command exits 128+N. A second signal ends the process at once (exit 128+N, nothing
@@ -13,7 +13,7 @@ namespace heed::cli {
 /// The signal that asked heed to stop (0: none yet).
 extern volatile std::sig_atomic_t g_stop_signal;
 
-/// Installs the SIGINT/SIGTERM handlers (main does, before any command runs) and ignores SIGPIPE,
+/// Installs the SIGINT/SIGTERM/SIGHUP handlers (a closed terminal stops a run like Ctrl-C: it is saved) (main does, before any command runs) and ignores SIGPIPE,
 /// so a closed pipe is a write error heed reports (io.h) rather than a silent death mid-save.
 void install_stop_handlers();
 
@@ -28,5 +28,18 @@ struct Stopped : std::exception {
 inline void check_stop() {
   if (g_stop_signal) throw Stopped(g_stop_signal);
 }
+
+/// While one is alive, a stop signal ends the process at once (stderr says so, exit 128+N) instead
+/// of waiting for the next check_stop(). For phases that only read and have nothing to save
+/// (loading a checkpoint), whose long work happens inside the library (parsing, copying and
+/// converting the tensors of a large file), which knows nothing of signals and never polls them.
+/// Nothing may be written while one is alive. A signal that came before it is honoured at once.
+class ExitAtOnceOnStop {
+ public:
+  ExitAtOnceOnStop();
+  ~ExitAtOnceOnStop();
+  ExitAtOnceOnStop(const ExitAtOnceOnStop&) = delete;
+  ExitAtOnceOnStop& operator=(const ExitAtOnceOnStop&) = delete;
+};
 
 }  // namespace heed::cli

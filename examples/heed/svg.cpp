@@ -51,7 +51,8 @@ Axis make_axis(double lo, double hi, double margin) {
   // A single value gets a range around it; the margin is at least a thousandth of the magnitude,
   // so that lo < hi holds in floating point however large the values are.
   const double span = hi / 2 - lo / 2;  // half the span, finite for any finite lo, hi
-  const double pad = std::max({span * 2 * margin, std::max(std::abs(lo), std::abs(hi)) * 1e-3, 1e-9});
+  // (span * 2 first would overflow to infinity for +-1.7e308, and infinity * a zero margin is NaN)
+  const double pad = std::max({span * (2 * margin), std::max(std::abs(lo), std::abs(hi)) * 1e-3, 1e-9});
   Axis a{std::max(lo - pad, -kMax), std::min(hi + pad, kMax)};
   if (!(a.hi > a.lo)) a = {lo - 1, lo + 1};
   return a;
@@ -60,7 +61,7 @@ Axis make_axis(double lo, double hi, double margin) {
 // "Nice" tick positions inside the axis: at most 20, however the values fall (the loop's length
 // does not depend on their magnitude).
 std::vector<double> ticks(const Axis& a, int target = 6) {
-  const double raw = (a.hi / 2 - a.lo / 2) * 2 / target;  // may be inf for a full-range axis: then no ticks
+  const double raw = (a.hi / 2 - a.lo / 2) * (2.0 / target);  // finite even for the whole double range
   std::vector<double> t;
   if (!(raw > 0) || !std::isfinite(raw)) return t;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
@@ -111,7 +112,7 @@ std::string line_chart_svg(const std::string& title, const std::string& x_label,
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
   std::ostringstream s;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+  s << kSvgSignature << " xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
     << "\" viewBox=\"0 0 " << W << ' ' << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << W / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">" << xml_escape(title) << "</text>\n";
@@ -176,7 +177,7 @@ std::string heatmaps_svg(const std::string& title, const std::vector<Heatmap>& m
   const double font = std::min(12.0, cell * 0.8);
 
   std::ostringstream s;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(W, 0) << "\" height=\"" << fmt(H, 0)
+  s << kSvgSignature << " xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(W, 0) << "\" height=\"" << fmt(H, 0)
     << "\" viewBox=\"0 0 " << fmt(W, 0) << ' ' << fmt(H, 0) << "\" font-family=\"monospace\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << fmt(W / 2) << "\" y=\"28\" text-anchor=\"middle\" font-family=\"sans-serif\" font-size=\"16\">"

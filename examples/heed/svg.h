@@ -7,6 +7,10 @@
 
 namespace heed::cli {
 
+/// How every drawing heed writes begins: `plot` and `attention` replace an existing --out only if
+/// it begins so (heed replaces only its own output, never a user's SVG).
+inline constexpr const char* kSvgSignature = "<!-- drawn by heed -->\n<svg";
+
 struct Curve {
   std::string label;
   std::vector<double> x, y;

@@ -95,6 +95,14 @@ std::string size_flags(const TrainOptions& o) {
          std::to_string(o.batch_size);
 }
 
+// The memory reading --data takes; a file too large on its own is the file's fault, named as such
+// (exit 1), before the flags are blamed for the sum.
+double corpus_memory(const std::string& data) {
+  const double size = double(regular_file_size(data));
+  require_memory(kCorpusBytesPerByte * size, "--data " + data + " (" + format_bytes(size) + ")", false);
+  return kCorpusBytesPerByte * size;
+}
+
 // Refuses options whose model and batch would not fit, for a vocabulary of `vocab` characters.
 void check_training_memory(const TrainOptions& o, int64_t vocab, double more = 0) {
   require_memory(gpt_training_bytes(gpt_config(o, vocab), o.batch_size) + more, "the model and batch (" + size_flags(o) + ")",
@@ -414,8 +422,11 @@ int run_train(const TrainRequest& req) {
   if (req.resume) {
     if (!fs::exists(what_state))
       throw UsageError("--resume: no training state in --out " + o.out + " (" + what_state + " does not exist)");
-    const std::string bytes = read_input_file(what_state, 3.0);
-    state = nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what_state);
+    {
+      const ExitAtOnceOnStop only_reading;  // nothing written yet; the library's parsing never polls a stop
+      const std::string bytes = read_input_file(what_state, 3.0);
+      state = nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what_state);
+    }
     record = read_train_state(state, what_state);
     o = resumed_options(req, o, record, what_state);
   }
@@ -423,7 +434,7 @@ int run_train(const TrainRequest& req) {
   apply_threads(o.threads);
 
   // The corpus, then the memory the whole run needs.
-  const double corpus_bytes = kCorpusBytesPerByte * double(regular_file_size(o.data));
+  const double corpus_bytes = corpus_memory(o.data);
   check_training_memory(o, 1, corpus_bytes);
   Corpus corpus = load_corpus(o.data, o.block_size);
   check_training_memory(o, corpus.vocab.size());
@@ -486,7 +497,7 @@ int run_bench(const TrainOptions& flags) {
   TrainOptions o = flags;
   if (o.data.empty()) o.data = default_corpus_path();
   validate(o, bench_option_table());
-  check_training_memory(o, 1, kCorpusBytesPerByte * double(regular_file_size(o.data)));
+  check_training_memory(o, 1, corpus_memory(o.data));
   const AutocastBF16 autocast(precision_is_bf16(o.precision));
   apply_threads(o.threads);
   Corpus corpus = load_corpus(o.data, o.block_size);

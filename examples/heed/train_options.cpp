@@ -1,5 +1,7 @@
 #include "train_options.h"
 
+#include <cmath>
+
 #include "commands.h"
 #include "precision.h"
 
@@ -93,6 +95,11 @@ void validate(const TrainOptions& o, const OptionTable<TrainOptions>& table) {
   require(o.lr_decay_iters > o.warmup_iters, "--lr-decay-iters " + std::to_string(o.lr_decay_iters) +
                                                  ": must be greater than --warmup-iters " +
                                                  std::to_string(o.warmup_iters));
+  // The schedule computes lr * (it + 1) during the warm-up, as nanoGPT does: that product must be
+  // finite at its largest, else the run would fail at the first step rather than here.
+  require(std::isfinite(o.lr * static_cast<double>(o.warmup_iters + 1)),
+          "--lr " + format_value(o.lr) + " is too large: the warm-up's lr x (--warmup-iters + 1) = lr x " +
+              std::to_string(o.warmup_iters + 1) + " overflows");
   precision_is_bf16(o.precision);  // fp32 or bf16, and bf16 only where the CPU has it
 }
 

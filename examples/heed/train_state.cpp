@@ -104,10 +104,13 @@ TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::st
     HEED_CHECK(g.is_string(), what, ": \"dropout_rng\" entry '", path, "' must be a string");
     r.dropout_rng[path] = decode_generator(g.get<std::string>(), what + ": \"dropout_rng\" entry '" + path + "'");
   }
-  const json options = json::parse(meta("options"), nullptr, false);
+  json options = json::parse(meta("options"), nullptr, false);
   HEED_CHECK(options.is_object(), what, ": \"options\" is not a JSON object");
+  // States written before --precision existed record no precision: those runs trained in fp32.
+  if (!options.contains("precision")) options["precision"] = "fp32";
   r.options = defaults(train_option_table());
   options_from_json(train_option_table(), r.options, options, {Role::recipe, Role::length}, what + ": \"options\"");
+  HEED_CHECK(!r.options.data.empty(), what, ": \"options\": the recorded option \"data\" is empty (no text file)");
   try {
     validate(r.options);
   } catch (const Error& e) {

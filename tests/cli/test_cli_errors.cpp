@@ -210,6 +210,7 @@ TEST_CASE("cli errors: nonsense numbers for train are usage errors naming the fl
       {{"--lr", "0"}, "--lr"},
       {{"--lr", "nan"}, "--lr"},
       {{"--lr", "inf"}, "--lr"},
+      {{"--lr", "1e308"}, "--lr 1e+308 is too large"},  // the warm-up's lr x (it + 1) would overflow at step 0
       {{"--min-lr", "-1"}, "--min-lr"},
       {{"--dropout", "1"}, "--dropout"},
       {{"--dropout", "1.5"}, "--dropout"},
@@ -234,6 +235,9 @@ TEST_CASE("cli errors: nonsense numbers for train are usage errors naming the fl
       {{"--lr", "fast"}, "--lr"},
       {{"--n-layer", "1.5"}, "--n-layer"},
       {{"--n-layer", "99999999999999999999999"}, "--n-layer"},  // more than an int64 holds
+      // named as given, never as the INT64_MAX strtoll made of it
+      {{"--n-layer", "99999999999999999999"}, "'99999999999999999999' is out of range"},
+      {{"--max-iters", "-99999999999999999999"}, "'-99999999999999999999' is out of range"},
   };
   for (const auto& [flags, needle] : cases) {
     INFO(needle);

@@ -89,6 +89,11 @@ TEST_CASE("files: a tampered train_state is refused by --resume naming the field
       {option("n_layer", -1), {"\"options\"", "n_layer", "--n-layer -1"}},
       {option("dropout", 1.5), {"\"options\"", "--dropout 1.5"}},
       {option("lr_decay_iters", 1), {"\"options\"", "--lr-decay-iters"}},
+      // a recorded option missing is no default: the run had its own batch size
+      {option("batch_size", nullptr), {"\"options\"", "\"batch_size\" is missing"}},
+      {option("eval_iters", nullptr), {"\"options\"", "\"eval_iters\" is missing"}},
+      {meta("options", "{}"), {"\"options\"", "is missing"}},
+      {option("data", ""), {"\"options\"", "\"data\" is empty"}},
       {[](nn::SafetensorsFile& f) { f.metadata.erase("iter"); }, {"missing \"iter\""}},
       {tensor("model.transformer.h.0.ln_1.weight", [](const Tensor& t) { return Tensor::full(t.shape(), std::nan("")); }),
        {"model.transformer.h.0.ln_1.weight", "not finite"}},
@@ -184,6 +189,14 @@ TEST_CASE("files: seq2seq checkpoints are validated like GPT ones", "[cli][seq2s
   require_ok(attention());
 }
 
+namespace {
+size_t count_matches(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
 TEST_CASE("files: plot draws extreme values sensibly, refuses non-finite ones and never hangs", "[cli][svg]") {
   ScratchDir dir("plot-extreme");
   const std::string log = dir / "log.jsonl", svg = dir / "p.svg";
@@ -192,6 +205,8 @@ TEST_CASE("files: plot draws extreme values sensibly, refuses non-finite ones an
   };
   const std::vector<std::string> logs = {
       line("0", "1e308", "-1e308") + line("1", "-1.7e308", "1.7e308"),           // the whole double range
+      line("-1.7e308", "1", "2") + line("1.7e308", "2", "1"),                      // iterations across it
+      line("0", "-1.7e308", "1") + line("1", "1.7e308", "2"),                      // a train loss across it
       line("1e300", "1", "2") + line("-1e300", "3", "4"),                          // iterations far apart
       line("1e16", "1", "2") + line("1e16", "1", "2") + line("1.0000000000000002e16", "1", "2"),  // a tiny span
       line("0", "1e-308", "4.9e-324") + line("1", "0", "-4.9e-324"),               // subnormals
@@ -210,6 +225,9 @@ TEST_CASE("files: plot draws extreme values sensibly, refuses non-finite ones an
     // every number in the drawing's attributes is finite
     CHECK(!std::regex_search(out, std::regex("=\"[^\"]*(nan|inf)", std::regex::icase)));
     CHECK(std::count(out.begin(), out.end(), '\n') < 200);  // a bounded number of ticks
+    // and ticks on both axes, however wide the range: x labels sit under the plot, y labels left of it
+    CHECK(count_matches(out, "text-anchor=\"middle\">") >= 2 + 2);  // the two axis names are centred too
+    CHECK(count_matches(out, "text-anchor=\"end\">") >= 2);
   }
   // JSON has no NaN or infinity: Python's NaN and Infinity, and 1e999 (which overflows), are refused
   // naming the line
@@ -240,6 +258,9 @@ TEST_CASE("files: output to a full device is an error with a message, and a run 
       {"seq2seq", "--task", "copy", "--max-iters", "1", "--d-model", "8", "--n-head", "2", "--n-layer", "1",
        "--examples", "2", "--threads", "1"},
       tiny_train(corpus, dir / "run2", 4),
+      {"--help"},  // the help is output too
+      {"train", "--help"},
+      {"--help-all"},
   };
   for (const auto& args : commands) {
     INFO(args[0]);

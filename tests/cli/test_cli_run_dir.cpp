@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "cli_fixtures.h"
+#include "io.h"
+#include "nn/safetensors.h"
+#include <unistd.h>
 #include "support/process.h"
 
 using namespace heed::test;
@@ -114,7 +117,11 @@ TEST_CASE("run dir: a GPT run and a seq2seq run never replace each other, whatev
   CHECK(snapshot(gpt) == gpt_before);
   CHECK(snapshot(s2s) == s2s_before);
   // a seq2seq run into its own directory: refused, then --overwrite replaces it
-  require_clean_error(run_heed(cat(seq2seq, {"--out", s2s})), 2, {"--out " + s2s, "already holds", "--overwrite"});
+  {
+    const ProcessResult again = run_heed(cat(seq2seq, {"--out", s2s}));
+    require_clean_error(again, 2, {"--out " + s2s, "already holds", "--overwrite"});
+    CHECK(again.err.find("--resume") == std::string::npos);  // seq2seq has none: it suggests only what exists
+  }
   CHECK(snapshot(s2s) == s2s_before);
   require_ok(run_heed(cat(seq2seq, {"--out", s2s, "--overwrite"})));
 }
@@ -194,7 +201,54 @@ TEST_CASE("run dir: no command writes its output over one of its inputs", "[cli]
                       {"--out " + other, "not an SVG"});
   CHECK(read_file(other) == before.at("model.safetensors"));
   CHECK(read_file(fx.corpus) == tiny_corpus(777));
-  // an SVG is redrawn
+  // a user's SVG is not heed's drawing: kept
+  const std::string mine = fx.dir / "mine.svg";
+  write_file(mine, "<svg xmlns=\"http://www.w3.org/2000/svg\"><circle r=\"5\"/></svg>\n");
+  const std::string mine_before = read_file(mine);
+  require_clean_error(run_heed({"plot", "--log", log, "--out", mine}), 2, {"--out " + mine, "not an SVG drawing heed made"});
+  require_clean_error(run_heed({"attention", "--checkpoint", ckpt, "--text", "abc", "--out", mine}), 2,
+                      {"--out " + mine, "not an SVG drawing heed made"});
+  CHECK(read_file(mine) == mine_before);
+  // an SVG heed drew is redrawn
   require_ok(run_heed({"plot", "--log", log, "--out", run + "/loss.svg"}));
   require_ok(run_heed({"plot", "--log", log, "--out", run + "/loss.svg"}));
+}
+
+TEST_CASE("run dir: heed never writes through a symlink planted in a run directory", "[cli]") {
+  Fixture fx;
+  const std::string precious = fx.dir / "precious.txt";
+  write_file(precious, "precious\n");
+  {  // the lock: refused, naming it, before anything is written
+    const std::string run = fx.dir / "lock";
+    fs::create_directories(run);
+    fs::create_symlink(precious, run + "/.heed.lock");
+    require_clean_error(run_heed(tiny(fx.corpus, run)), 1, {run + "/.heed.lock", "symbolic link"});
+    CHECK(read_file(precious) == "precious\n");
+    CHECK(!fs::exists(run + "/log.jsonl"));
+    // a lock that is not a regular file (a directory here) is refused too
+    const std::string dir_lock = fx.dir / "dirlock";
+    fs::create_directories(dir_lock + "/.heed.lock");
+    require_clean_error(run_heed(tiny(fx.corpus, dir_lock)), 1, {dir_lock + "/.heed.lock"});
+  }
+  {  // the log, which is appended to: --overwrite removes the link, never its target
+    const std::string run = fx.dir / "log";
+    fs::create_directories(run);
+    fs::create_symlink(precious, run + "/log.jsonl");
+    require_ok(run_heed(cat(tiny(fx.corpus, run), {"--overwrite"})));
+    CHECK(read_file(precious) == "precious\n");
+    CHECK(!fs::is_symlink(run + "/log.jsonl"));
+  }
+  {  // the temporary files of both atomic writers (named after the writing process: this one here)
+    const std::string svg = fx.dir / "plot.svg", st = fx.dir / "model.safetensors";
+    const std::string pid = std::to_string(::getpid());
+    fs::create_symlink(precious, svg + ".tmp." + pid);
+    fs::create_symlink(precious, st + ".tmp." + pid);
+    heed::cli::write_file_atomically(svg, "<svg/>");
+    heed::nn::save_safetensors(st, {{"w", heed::Tensor::zeros({2})}}, {});
+    CHECK(read_file(precious) == "precious\n");
+    CHECK(read_file(svg) == "<svg/>");
+    CHECK(heed::nn::load_safetensors(st).tensors.size() == 1);
+    CHECK(!fs::exists(svg + ".tmp." + pid));
+    CHECK(!fs::exists(st + ".tmp." + pid));
+  }
 }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +123,19 @@ TEST_CASE("signals: train stops within a second in training, evaluation and the 
   }
 }
 
+TEST_CASE("signals: SIGHUP (a closed terminal) stops training like SIGTERM, saving its checkpoint", "[cli]") {
+  Fixture fx;
+  const std::string run = fx.dir / "hup";
+  const ProcessResult r = signal_during(
+      fx, cat({"train", "--data", fx.corpus, "--out", run, "--max-iters", "100000000", "--eval-interval", "100000000",
+               "--eval-iters", "1", "--log-interval", "1", "--sample-tokens", "0"}, kTinyModel),
+      SIGHUP, after("iter 5:"));
+  require_stopped(r, SIGHUP);
+  CHECK(state_iter(run) > 5);
+  require_ok(run_heed({"train", "--resume", "--out", run, "--max-iters", std::to_string(state_iter(run) + 2),
+                       "--threads", "1", "--sample-tokens", "0"}));
+}
+
 TEST_CASE("signals: bench, sample and eval stop within a second with exit 128+N", "[cli]") {
   for (int sig : {SIGINT, SIGTERM}) {
     INFO("signal " << sig);
@@ -143,6 +157,11 @@ TEST_CASE("signals: bench, sample and eval stop within a second with exit 128+N"
       while (text.size() < 4'000'000) text += tiny_corpus(static_cast<uint32_t>(text.size()));
       write_file(big, text);
       require_stopped(signal_during(fx, {"eval", "--checkpoint", fx.ckpt, "--data", big, "--batch-size", "1",
+                                         "--threads", "1"},
+                                    sig, after_ms(400)),
+                      sig);
+      // and with one huge batch asked for: heed bounds a batch's work whatever the flag says
+      require_stopped(signal_during(fx, {"eval", "--checkpoint", fx.ckpt, "--data", big, "--batch-size", "100000000",
                                          "--threads", "1"},
                                     sig, after_ms(400)),
                       sig);
@@ -199,4 +218,69 @@ TEST_CASE("signals: a second signal ends heed at once, saving nothing more", "[c
   CHECK((r.exit_code == 128 + SIGTERM || r.exit_code == 128 + SIGINT));
   CHECK(r.seconds < 1.0 * kTimeScale);
   CHECK(!fs::exists(run + "/train_state.safetensors"));
+}
+
+namespace {
+
+// A valid GPT checkpoint of about 450 MB (one layer, 3072 wide, zero weights), written sparse in
+// an instant: the tiny fixture's header with every width scaled, and no data written.
+std::string big_checkpoint(const Fixture& fx) {
+  const std::string tiny = read_file(fx.ckpt);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(tiny[i]);
+  nlohmann::json header = nlohmann::json::parse(tiny.substr(8, n));
+  constexpr int64_t kWide = 3072;  // the fixture is 16 wide: 16, 48 and 64 scale to E, 3E and 4E
+  nlohmann::json config = nlohmann::json::parse(header["__metadata__"]["config"].get<std::string>());
+  config["n_embd"] = kWide;
+  header["__metadata__"]["config"] = config.dump();
+  std::vector<std::string> names;
+  for (auto& [name, entry] : header.items())
+    if (name != "__metadata__") names.push_back(name);
+  uint64_t offset = 0;
+  for (const std::string& name : names) {
+    auto& entry = header[name];
+    uint64_t bytes = 4;
+    for (auto& d : entry["shape"]) {
+      const int64_t v = d.get<int64_t>();
+      d = v == 16 ? kWide : v == 48 ? 3 * kWide : v == 64 ? 4 * kWide : v;
+      bytes *= d.get<uint64_t>();
+    }
+    entry["data_offsets"] = {offset, offset + bytes};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  const std::string path = fx.dir / "big.safetensors";
+  write_file(path, prefix + text);
+  fs::resize_file(path, 8 + text.size() + offset);
+  REQUIRE(offset > 400'000'000);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("signals: loading a large checkpoint stops within a second (sample, eval, attention)", "[cli]") {
+  Fixture fx;
+  const std::string big = big_checkpoint(fx);
+  // It is valid: a usage error after loading shows it (the prompt has a character outside the vocabulary).
+  require_clean_error(run_heed({"sample", "--checkpoint", big, "--tokens", "1", "--prompt", "Z", "--threads", "1"}), 1,
+                      {"--prompt"});
+  // Reading, parsing, copying and converting the tensors take over a second on this file; a stop
+  // at any instant of it ends heed within a second.
+  for (int sig : {SIGINT, SIGTERM}) {
+    for (int delay_ms : {100, 400, 800}) {
+      INFO("signal " << sig << " after " << delay_ms << " ms");
+      for (const auto& args : std::vector<std::vector<std::string>>{
+               {"sample", "--checkpoint", big, "--tokens", "2", "--threads", "1"},
+               {"eval", "--checkpoint", big, "--data", fx.corpus, "--threads", "1"},
+               {"attention", "--checkpoint", big, "--text", "abc", "--out", fx.dir / "big.svg"}}) {
+        const ProcessResult r = signal_during(fx, args, sig, after_ms(delay_ms));
+        require_stopped(r, sig);
+        CHECK(r.err == "heed: stopped by signal " + std::to_string(sig) + "\n");
+        CHECK(!fs::exists(fx.dir / "big.svg"));
+      }
+    }
+  }
 }
