@@ -428,6 +428,18 @@ TEST_CASE("heed train --precision bf16: recorded with the recipe, --resume bit-e
   CHECK(l32 != l16);
   for (size_t i = 0; i < l32.size(); ++i)
     for (size_t j = 1; j < l32[i].size(); ++j) CHECK(std::fabs(l32[i][j] - l16[i][j]) < 0.05);
+  // a training state written before --precision existed (no "precision" recorded) resumes, in fp32
+  {
+    const std::string old_state = dir / "fp32/train_state.safetensors";
+    nn::SafetensorsFile f = nn::load_safetensors(old_state);
+    json o = json::parse(f.metadata.at("options"));
+    REQUIRE(o.at("precision") == "fp32");
+    o.erase("precision");
+    f.metadata["options"] = o.dump();
+    nn::save_safetensors(old_state, f.tensors, f.metadata);
+    train({"--resume", "--out", dir / "fp32", "--max-iters", "25", "--threads", "1", "--sample-tokens", "0"});
+    CHECK(read_toml(dir / "fp32/config.toml")["precision"].value<std::string>() == "fp32");
+  }
   // the recipe's precision cannot change on --resume
   require_clean_error(run_heed({"train", "--resume", "--out", dir / "part-bf16-0", "--max-iters", "30", "--precision",
                                 "fp32"}),
