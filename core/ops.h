@@ -4,6 +4,7 @@
 // naming the op and the shapes.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -79,10 +80,82 @@ Tensor squeeze(const Tensor& a, int64_t axis);    ///< a view without a dim of s
 /// Broadcasts `a` to `shape` (a view with stride 0 on broadcast axes).
 Tensor expand(const Tensor& a, const Shape& shape);
 
+// ---------------------------------------------------------------- comparisons (core/ops/compare.cpp)
+// Element-wise, broadcasting, any dtypes (compared as double); the result is a bool tensor with
+// no gradient. Logical ops treat non-zero as true.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double s);
+Tensor ne(const Tensor& a, double s);
+Tensor lt(const Tensor& a, double s);
+Tensor le(const Tensor& a, double s);
+Tensor gt(const Tensor& a, double s);
+Tensor ge(const Tensor& a, double s);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator==(const Tensor& a, double s) { return eq(a, s); }
+inline Tensor operator!=(const Tensor& a, double s) { return ne(a, s); }
+inline Tensor operator<(const Tensor& a, double s) { return lt(a, s); }
+inline Tensor operator<=(const Tensor& a, double s) { return le(a, s); }
+inline Tensor operator>(const Tensor& a, double s) { return gt(a, s); }
+inline Tensor operator>=(const Tensor& a, double s) { return ge(a, s); }
+inline Tensor operator&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+inline Tensor operator|(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+inline Tensor operator^(const Tensor& a, const Tensor& b) { return logical_xor(a, b); }
+inline Tensor operator~(const Tensor& a) { return logical_not(a); }
+
+/// cond ? a : b element-wise (torch.where); cond of any dtype (non-zero = true), a and b float
+/// tensors of one dtype; all three broadcast. Differentiable w.r.t. a and b.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// `value` where mask is true, else a (torch's x.masked_fill(mask, v)): mask (any dtype,
+/// non-zero = true) broadcasts to a's shape. No gradient reaches a through filled positions.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+
+// ---------------------------------------------------------------- indexing (core/ops/index.cpp)
+/// The lower triangle of the last two axes (j - i <= k), the rest zero; any dtype; differentiable
+/// for float tensors. tril(ones({T, T}, DType::boolean)) is a causal mask.
+Tensor tril(const Tensor& x, int64_t k = 0);
+/// The upper triangle (j - i >= k), the rest zero.
+Tensor triu(const Tensor& x, int64_t k = 0);
+/// x[..., i, ...] on `axis` (a view without that axis; negative i counts from the end).
+Tensor select(const Tensor& x, int64_t axis, int64_t i);
+/// Index of the largest element of the flattened tensor, an int64 scalar (the first on ties).
+Tensor argmax(const Tensor& x);
+/// Indices (int64) of the largest elements along `axis`, the first on ties; no gradient.
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim = false);
+/// out[i][j][k] = x[i][index[i][j][k]][k] for axis 1 (torch.gather): index (int32 or int64) has
+/// x's number of dims and is no larger than x off `axis`. Differentiable w.r.t. x (scatter-add).
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
+/// The tensors (all of one shape) joined along a new axis (torch.stack).
+Tensor stack(const std::vector<Tensor>& parts, int64_t axis = 0);
+/// torch.cat: concat under PyTorch's name.
+inline Tensor cat(const std::vector<Tensor>& parts, int64_t axis = 0) { return concat(parts, axis); }
+
+// ---------------------------------------------------------------- whole-tensor reductions (core/ops/index.cpp)
+/// The largest / smallest element, shape [] (the gradient goes to the first such element).
+Tensor max(const Tensor& a);
+Tensor min(const Tensor& a);
+/// Min over an axis (the gradient goes to the first minimal element of each slice).
+Tensor min(const Tensor& a, int64_t axis, bool keepdim = false);
+/// |a|, with gradient sign(a) (0 at 0, as torch).
+Tensor abs(const Tensor& a);
+
 // ---------------------------------------------------------------- matmul (core/ops/matmul.cpp)
-/// Matrix product of the last two axes; leading (batch) axes broadcast. 1-D operands are not
-/// promoted: both must have at least 2 dims. Uses cblas_?gemm with transpose flags, so transposed
-/// views are not copied.
+/// Matrix product of the last two axes; leading (batch) axes broadcast. 1-D operands follow
+/// torch.matmul: vector @ matrix and matrix @ vector drop the promoted axis, vector @ vector is the
+/// dot product (shape []). Uses cblas_?gemm with transpose flags, so transposed views are not copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// y = x @ w^T (+ b): PyTorch's F.linear. x: (..., in), w: (out, in), b: (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
@@ -99,6 +172,18 @@ Tensor embedding(const Tensor& weight, const std::vector<int32_t>& ids, const Sh
 /// The gradient through filled positions is zero.
 Tensor masked_fill(const Tensor& a, const std::vector<uint8_t>& mask, const Shape& mask_shape,
                    double value);
+/// embedding over a tensor of ids (int32 or int64, any shape): out has ids' shape + (dim).
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+namespace detail {
+Tensor cross_entropy_of_tensor(const Tensor& logits, const Tensor& targets, int32_t ignore_index);
+}
+/// cross_entropy against a tensor of class ids (int32 or int64, shape (N)). A template only so
+/// that braced ids, cross_entropy(logits, {1, 2}), still mean the vector overload above rather
+/// than being ambiguous with a tensor literal.
+template <std::same_as<Tensor> Targets>
+Tensor cross_entropy(const Tensor& logits, const Targets& targets, int32_t ignore_index = -100) {
+  return detail::cross_entropy_of_tensor(logits, targets, ignore_index);
+}
 /// Mean cross-entropy of logits (N, C) against integer targets (N), stable (log-sum-exp), in
 /// one fused op. Targets equal to `ignore_index` contribute nothing.
 Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets,
@@ -115,6 +200,21 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps 
 // j < Tk, or with `causal` j <= i + (Tk - Tq) (aligned bottom-right: with Tq == Tk, j <= i).
 // Masked keys get exactly zero weight, as a -inf fill before the softmax would give; a query whose
 // keys are all masked gets all-zero weights (not NaN), so its output is zero.
+
+/// PyTorch 2's F.scaled_dot_product_attention: softmax(q k^T * scale + mask) (dropout) @ v.
+/// q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev); leading axes broadcast as in
+/// matmul. scale defaults to 1 / sqrt(E). attn_mask (broadcasting to (..., L, S)) is either bool,
+/// where **true means "takes part in attention"** (the opposite of nn::MultiHeadAttention's and
+/// torch.nn.MultiheadAttention's masks, where true means "masked out"), or float, added to the
+/// scores (-inf masks). is_causal masks key j > i (top-left aligned, as PyTorch) and excludes
+/// attn_mask. A query row with every key masked gives NaN, as in PyTorch. dropout_p applies to the
+/// weights whenever > 0 (as PyTorch: pass 0 in eval), drawing from `gen` or the default generator.
+/// Without a mask (or causal with L == S) it runs the fused attention_softmax kernel.
+/// Differentiable w.r.t. q, k, v and a float mask.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), bool is_causal = false,
+                                    double dropout_p = 0.0, std::optional<double> scale = std::nullopt,
+                                    Generator* gen = nullptr);
 
 /// Which key positions are padding: pad[b * T + t] == 1 marks key t of batch row b.
 struct KeyPaddingMask {

@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -131,12 +132,43 @@ static Tensor from_values(const std::vector<T>& values, const Shape& shape) {
 }
 Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s); }
 Tensor Tensor::from_vector(const std::vector<double>& v, const Shape& s) { return from_values(v, s); }
+Tensor Tensor::from_vector(const std::vector<int32_t>& v, const Shape& s) { return from_values(v, s); }
+Tensor Tensor::from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_values(v, s); }
+Tensor Tensor::from_vector(std::initializer_list<double> values, const Shape& shape, DType dtype) {
+  return from_values(std::vector<double>(values), shape).to(dtype);
+}
 
-Tensor Tensor::arange(int64_t n, DType dtype) {
+TensorLiteral::TensorLiteral(std::initializer_list<TensorLiteral> items) : kind_(Kind::boolean) {
+  const TensorLiteral* first = items.size() ? items.begin() : nullptr;
+  shape_ = {static_cast<int64_t>(items.size())};
+  if (first) shape_.insert(shape_.end(), first->shape_.begin(), first->shape_.end());
+  for (const TensorLiteral& item : items) {
+    HEED_CHECK(item.shape_ == first->shape_, "Tensor literal: sub-lists of different shapes ", to_string(first->shape_),
+               " and ", to_string(item.shape_));
+    values_.insert(values_.end(), item.values_.begin(), item.values_.end());
+    kind_ = std::max(kind_, item.kind_);
+  }
+  if (!first) kind_ = Kind::floating;  // torch.tensor([]) is float32
+}
+
+DType TensorLiteral::dtype() const {
+  return kind_ == Kind::floating ? DType::f32 : kind_ == Kind::integer ? DType::i64 : DType::boolean;
+}
+
+Tensor::Tensor(std::initializer_list<TensorLiteral> items) {
+  const TensorLiteral all(items);
+  *this = from_values(all.values(), all.shape()).to(all.dtype());
+}
+
+Tensor Tensor::arange(int64_t n, DType dtype) { return arange(0, n, 1, dtype); }
+
+Tensor Tensor::arange(int64_t start, int64_t end, int64_t step, DType dtype) {
+  HEED_CHECK(step != 0, "arange: step must not be zero");
+  const int64_t n = std::max<int64_t>(0, (end - start + step + (step > 0 ? -1 : 1)) / step);
   Tensor t = empty({n}, dtype);
-  visit_dtype(dtype, [&]<class T>() {
+  visit_any_dtype(dtype, [&]<class T>() {
     T* p = t.data<T>();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + i * step);
   });
   return t;
 }
@@ -222,7 +254,7 @@ template <class T>
 std::vector<T> Tensor::to_vector() const {
   std::vector<T> out;
   out.reserve(numel());
-  visit_dtype(dtype(), [&]<class S>() {
+  visit_any_dtype(dtype(), [&]<class S>() {
     const S* base = static_cast<const S*>(storage()->data());
     for_each_offset(*this, [&](int64_t off) { out.push_back(static_cast<T>(base[off])); });
   });
@@ -230,6 +262,8 @@ std::vector<T> Tensor::to_vector() const {
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 double Tensor::item() const {
   HEED_CHECK(numel() == 1, "item: tensor of shape ", to_string(shape()), " has ", numel(), " elements, not 1");
@@ -245,13 +279,13 @@ double Tensor::at(const std::vector<int64_t>& index) const {
                " out of range for shape ", to_string(shape()));
     off += index[d] * strides()[d];
   }
-  return visit_dtype(dtype(), [&]<class T>() -> double { return static_cast<const T*>(storage()->data())[off]; });
+  return visit_any_dtype(dtype(), [&]<class T>() -> double { return static_cast<const T*>(storage()->data())[off]; });
 }
 
 void Tensor::copy_(const Tensor& src) {
   HEED_CHECK(src.shape() == shape(), "copy_: source shape ", to_string(src.shape()),
              " differs from destination ", to_string(shape()));
-  visit_dtype(dtype(), [&]<class T>() {
+  visit_any_dtype(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
     if (is_contiguous() && src.is_contiguous() && src.dtype() == dtype()) {
       if (numel()) std::memcpy(base + offset(), src.data<T>(), numel() * sizeof(T));
@@ -264,7 +298,7 @@ void Tensor::copy_(const Tensor& src) {
 }
 
 void Tensor::fill_(double value) {
-  visit_dtype(dtype(), [&]<class T>() {
+  visit_any_dtype(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
     const T v = static_cast<T>(value);
     if (is_contiguous()) {
@@ -282,6 +316,8 @@ Tensor& Tensor::requires_grad_(bool on) {
   HEED_CHECK(!on || impl().grad_fn == nullptr,
              "requires_grad_: only leaf tensors can be marked (this one was produced by ",
              impl().grad_fn ? impl().grad_fn->name() : "?", "); use detach() first");
+  HEED_CHECK(!on || is_floating(dtype()), "requires_grad_: only float tensors can require gradients, this one is ",
+             dtype_name(dtype()));
   impl().requires_grad = on;
   return *this;
 }
@@ -316,16 +352,60 @@ Tensor Tensor::to(DType d) const {
   Tensor out = empty(shape(), d);
   out.copy_(*this);
   const DType from = dtype();
+  if (!is_floating(d) || !is_floating(from)) return out;  // integer and bool tensors carry no gradient
   return record("to", out, {*this}, [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
 
+// One element as PyTorch prints it: 4 decimals for floats ("2." when every value is whole),
+// True / False for bools.
+static std::string element_text(double v, DType dtype, bool whole) {
+  if (dtype == DType::boolean) return v != 0 ? "True" : "False";
+  char buf[48];
+  if (!is_floating(dtype)) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else if (whole) std::snprintf(buf, sizeof buf, "%.0f.", v);
+  else std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
+
+// The nested brackets of axis `d` from element `start`, each element right-aligned to `width`;
+// past 1000 elements (`summarize`) only the first and last three entries of each axis.
+static void print_nested(std::ostream& os, const std::vector<std::string>& text, const Shape& shape, size_t d,
+                         int64_t start, size_t width, bool summarize) {
+  if (d == shape.size()) {
+    os << std::string(width - text[start].size(), ' ') << text[start];
+    return;
+  }
+  const int64_t n = shape[d], inner = numel_of(Shape(shape.begin() + d + 1, shape.end()));
+  const bool last_axis = d + 1 == shape.size();
+  std::string sep = ",";
+  if (last_axis) sep += ' ';
+  else sep.append(shape.size() - d - 1, '\n').append(8 + d, ' ');
+  os << '[';
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarize && n > 6 && i == 3) {
+      os << "..." << sep;
+      i = n - 3;
+    }
+    print_nested(os, text, shape, d + 1, start + i * inner, width, summarize);
+    if (i + 1 < n) os << sep;
+  }
+  os << ']';
+}
+
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-  if (!t.defined()) return os << "Tensor(undefined)";
-  os << "Tensor(" << dtype_name(t.dtype()) << ", shape " << to_string(t.shape()) << ", [";
-  auto v = t.to_vector<double>();
-  for (size_t i = 0; i < v.size() && i < 16; ++i) os << (i ? ", " : "") << v[i];
-  if (v.size() > 16) os << ", ...";
-  return os << "])";
+  if (!t.defined()) return os << "tensor(undefined)";
+  const std::vector<double> v = t.to_vector<double>();
+  bool whole = true;
+  for (double x : v) whole = whole && std::isfinite(x) && x == std::floor(x);
+  std::vector<std::string> text;
+  size_t width = 0;
+  for (double x : v) width = std::max(width, text.emplace_back(element_text(x, t.dtype(), whole)).size());
+  os << "tensor(";
+  print_nested(os, text, t.shape(), 0, 0, width, t.numel() > 1000);
+  if (t.dtype() != DType::f32 && t.dtype() != DType::i64 && t.dtype() != DType::boolean)
+    os << ", dtype=" << dtype_name(t.dtype());
+  if (t.requires_grad()) os << ", requires_grad=True";
+  return os << ')';
 }
 
 }  // namespace heed

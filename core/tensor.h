@@ -3,7 +3,8 @@
 // A Tensor is a cheap, copyable handle (a shared_ptr) to a TensorImpl: a view (shape, strides,
 // offset) onto a shared Storage, plus the autograd state (requires_grad, grad, grad_fn).
 // Copies share everything; views (transpose, permute, slice, reshape of contiguous data) share
-// the storage. Element types: float32 for training, float64 for gradient checks.
+// the storage. Element types: float32 for training, float64 for gradient checks, int32 / int64 /
+// bool for ids, indices and masks (no gradients).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,28 @@ class Storage {
 class Node;
 class Generator;
 
+/// One element, or a nested braced list of them: what a tensor literal is written with,
+/// `Tensor({{1.0, 2.0}, {3.0, 4.0}})`. As torch.tensor: integers make int64, any floating-point
+/// element makes float32, only bools make bool; every sub-list must have the same shape.
+class TensorLiteral {
+ public:
+  TensorLiteral(int v) : values_{double(v)}, kind_(Kind::integer) {}
+  TensorLiteral(long v) : values_{double(v)}, kind_(Kind::integer) {}
+  TensorLiteral(float v) : values_{v}, kind_(Kind::floating) {}
+  TensorLiteral(double v) : values_{v}, kind_(Kind::floating) {}
+  TensorLiteral(bool v) : values_{v ? 1.0 : 0.0}, kind_(Kind::boolean) {}
+  TensorLiteral(std::initializer_list<TensorLiteral> items);
+  const std::vector<double>& values() const { return values_; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const;
+
+ private:
+  enum class Kind { boolean, integer, floating };  // ordered: a list takes the widest of its items
+  std::vector<double> values_;
+  Shape shape_;
+  Kind kind_;
+};
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
@@ -57,6 +80,9 @@ class Tensor {
  public:
   Tensor() = default;  ///< an undefined tensor (defined() == false)
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  /// A tensor literal: Tensor({{1.0, 2.0}, {3.0, 4.0}}) is float32 (2, 2), Tensor({1, 2}) int64,
+  /// Tensor({true, false}) bool (see TensorLiteral).
+  Tensor(std::initializer_list<TensorLiteral> items);
 
   // ---- factories (contiguous) ----
   static Tensor empty(const Shape& shape, DType dtype = DType::f32);  ///< uninitialised
@@ -67,7 +93,14 @@ class Tensor {
   /// Copies `values` (row-major) into a new tensor; throws if the count does not match `shape`.
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape);
+  static Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape);
+  static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
+  /// A braced list: `from_vector({0.43, 0.15}, {1, 2})` is float32 unless `dtype` says otherwise.
+  static Tensor from_vector(std::initializer_list<double> values, const Shape& shape, DType dtype = DType::f32);
   static Tensor arange(int64_t n, DType dtype = DType::f32);  ///< 0, 1, ..., n-1
+  /// start, start + step, ... below end (above it for a negative step), int64 unless `dtype`
+  /// says otherwise (torch.arange(start, end, step) with integer arguments).
+  static Tensor arange(int64_t start, int64_t end, int64_t step = 1, DType dtype = DType::i64);
   /// Normal(mean, std) samples from `gen`.
   static Tensor randn(const Shape& shape, Generator& gen, double std = 1.0, double mean = 0.0,
                       DType dtype = DType::f32);
@@ -121,6 +154,41 @@ class Tensor {
   /// Same data, cut from the graph (shares storage; requires_grad false).
   Tensor detach() const;
 
+  // ---- method syntax: each is the free op of the same name in core/ops.h ----
+  Tensor operator[](int64_t i) const;  ///< select(*this, 0, i): a view without the first axis
+  Tensor select(int64_t axis, int64_t i) const;
+  Tensor reshape(Shape shape) const;
+  Tensor view(Shape shape) const;
+  Tensor transpose(int64_t axis0, int64_t axis1) const;
+  Tensor permute(const std::vector<int64_t>& axes) const;
+  Tensor unsqueeze(int64_t axis) const;
+  Tensor squeeze(int64_t axis) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor sum() const;
+  Tensor sum(int64_t axis, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(int64_t axis, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor max(int64_t axis, bool keepdim = false) const;
+  Tensor min() const;
+  Tensor min(int64_t axis, bool keepdim = false) const;
+  Tensor argmax() const;
+  Tensor argmax(int64_t axis, bool keepdim = false) const;
+  Tensor softmax(int64_t axis = -1) const;
+  Tensor log_softmax(int64_t axis = -1) const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor relu() const;
+  Tensor pow(double exponent) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor tril(int64_t k = 0) const;
+  Tensor triu(int64_t k = 0) const;
+  Tensor gather(int64_t axis, const Tensor& index) const;
+
   // ---- copies and conversion ----
   Tensor contiguous() const;  ///< *this if already contiguous, else a differentiable copy
   Tensor clone() const;       ///< a differentiable contiguous copy
@@ -143,6 +211,8 @@ class Tensor {
 /// A view of `base`'s storage with the given geometry (no autograd; used by view ops).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
+/// Prints nested like PyTorch: `tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])`, the
+/// dtype named unless float32, rows elided past 1000 elements.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace heed

@@ -83,4 +83,12 @@ Tensor MultiHeadAttention::attend(const HeadInput& q, const HeadInput& k, const 
   return resid_dropout->forward(c_proj->forward(attention_heads(q, k, v, options_.d_model, o)));
 }
 
+KeyPaddingMask key_padding_mask(const Tensor& padding) {
+  HEED_CHECK(padding.dim() == 2, "key_padding_mask: padding must be (B, T), got ", to_string(padding.shape()));
+  KeyPaddingMask m{{}, padding.size(0), padding.size(1)};
+  m.pad.reserve(padding.numel());
+  for (double v : padding.to_vector<double>()) m.pad.push_back(v != 0 ? 1 : 0);
+  return m;
+}
+
 }  // namespace heed::nn

@@ -29,6 +29,10 @@ using heed::attention_softmax;
 using heed::KeyPaddingMask;
 using heed::padding_mask_from_lengths;
 
+/// A KeyPaddingMask from a (B, T) tensor of flags (bool or integer; non-zero = padding, as
+/// nn.MultiheadAttention's key_padding_mask).
+KeyPaddingMask key_padding_mask(const Tensor& padding);
+
 struct MultiHeadAttentionOptions {
   int64_t d_model = 0;
   int64_t n_head = 1;

@@ -10,7 +10,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen)
     : num_embeddings_(num_embeddings), dim_(dim) {
   HEED_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got ", num_embeddings,
              " x ", dim);
-  weight = register_parameter("weight", Tensor::empty({num_embeddings, dim}));
+  register_parameter("weight", weight, Tensor::empty({num_embeddings, dim}));
   reset_parameter("weight", weight, gen ? *gen : default_generator());
 }
 

@@ -47,7 +47,7 @@ GPTTransformer::GPTTransformer(const GPTConfig& c) {
 
 TiedLinear::TiedLinear(Tensor w) {
   HEED_CHECK(w.defined() && w.dim() == 2, "TiedLinear: weight must be 2-D [out, in]");
-  weight = register_parameter("weight", std::move(w));
+  register_parameter("weight", weight, std::move(w));
 }
 
 Tensor TiedLinear::forward(const Tensor& x) { return linear(x, weight); }
@@ -95,6 +95,21 @@ Tensor GPT::hidden(const Tensor& tok_emb) {
 }
 
 Tensor GPT::forward_from_embeddings(const Tensor& tok_emb) { return lm_head->forward(hidden(tok_emb)); }
+
+// An id tensor (B, T) as the ids, B and T the vector overloads take; throws naming `op`.
+static std::vector<int32_t> ids_2d(const Tensor& idx, const char* op) {
+  HEED_CHECK(idx.dim() == 2 && (idx.dtype() == DType::i32 || idx.dtype() == DType::i64), op,
+             ": ids must be an int32 or int64 tensor (B, T), got ", dtype_name(idx.dtype()), " ", to_string(idx.shape()));
+  return idx.to(DType::i32).to_vector<int32_t>();
+}
+
+Tensor GPT::forward(const Tensor& idx) { return forward(ids_2d(idx, "GPT::forward"), idx.size(0), idx.size(1)); }
+
+Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
+  HEED_CHECK(targets.shape() == idx.shape(), "GPT::loss: targets ", to_string(targets.shape()), " differ from ids ",
+             to_string(idx.shape()));
+  return loss(ids_2d(idx, "GPT::loss"), ids_2d(targets, "GPT::loss"), idx.size(0), idx.size(1));
+}
 
 Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T) {
   return forward_from_embeddings(embed(idx, B, T));

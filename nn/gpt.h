@@ -90,6 +90,10 @@ class GPT : public Module {
   Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T);
   /// Mean cross-entropy of forward(idx) against targets (B*T ids), as nanoGPT's loss.
   Tensor loss(const std::vector<int32_t>& idx, const std::vector<int32_t>& targets, int64_t B, int64_t T);
+  /// idx: an int32 / int64 tensor of ids (B, T) -> logits (B, T, V) (nanoGPT's forward).
+  Tensor forward(const Tensor& idx);
+  /// Mean cross-entropy of forward(idx) against targets, both (B, T) id tensors.
+  Tensor loss(const Tensor& idx, const Tensor& targets);
   /// Logits (B, T, V) from token embeddings tok_emb (B, T, C) (what wte would give): adds the
   /// position embeddings and runs the rest of the model. Lets a gradcheck perturb the embeddings.
   Tensor forward_from_embeddings(const Tensor& tok_emb);

@@ -8,8 +8,8 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, bool has_
   HEED_CHECK(dim > 0, "LayerNorm: dim must be positive, got ", dim);
   HEED_CHECK(eps > 0.0, "LayerNorm: eps must be positive, got ", eps);
   if (elementwise_affine) {
-    weight = register_parameter("weight", Tensor::ones({dim}));
-    if (has_bias) bias = register_parameter("bias", Tensor::zeros({dim}));
+    register_parameter("weight", weight, Tensor::ones({dim}));
+    if (has_bias) register_parameter("bias", bias, Tensor::zeros({dim}));
   }
 }
 

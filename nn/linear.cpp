@@ -13,10 +13,10 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, Generat
   HEED_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in ",
              in_features, ", out ", out_features);
   Generator& g = gen ? *gen : default_generator();
-  weight = register_parameter("weight", Tensor::empty({out_features, in_features}));
+  register_parameter("weight", weight, Tensor::empty({out_features, in_features}));
   reset_parameter("weight", weight, g);
   if (has_bias) {
-    bias = register_parameter("bias", Tensor::empty({out_features}));
+    register_parameter("bias", bias, Tensor::empty({out_features}));
     reset_parameter("bias", bias, g);
   }
 }

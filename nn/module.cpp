@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace heed::nn {
@@ -8,16 +9,34 @@ void Module::check_name(const std::string& name) const {
   HEED_CHECK(!name.empty() && name.find('.') == std::string::npos,
              "Module: invalid name '", name, "' (must be non-empty and contain no '.')");
   for (const auto& [n, _] : params_) HEED_CHECK(n != name, "Module: name '", name, "' registered twice");
+  for (const auto& [n, _] : buffers_) HEED_CHECK(n != name, "Module: name '", name, "' registered twice");
   for (const auto& [n, _] : children_) HEED_CHECK(n != name, "Module: name '", name, "' registered twice");
 }
 
-Tensor Module::register_parameter(const std::string& name, Tensor t) {
+void Module::register_parameter(const std::string& name, Tensor& slot, Tensor value) {
   check_name(name);
-  HEED_CHECK(t.defined(), "Module: parameter '", name, "' is undefined");
-  if (!t.requires_grad()) t.requires_grad_();
-  params_.emplace_back(name, t);
-  return t;
+  HEED_CHECK(value.defined(), "Module: parameter '", name, "' is undefined");
+  if (!value.requires_grad()) value.requires_grad_();
+  slot = std::move(value);
+  params_.emplace_back(name, &slot);
 }
+
+void Module::register_buffer(const std::string& name, Tensor& slot, Tensor value) {
+  check_name(name);
+  HEED_CHECK(value.defined(), "Module: buffer '", name, "' is undefined");
+  slot = std::move(value);
+  buffers_.emplace_back(name, &slot);
+}
+
+NamedTensors Module::own(const std::vector<std::pair<std::string, Tensor*>>& slots) const {
+  NamedTensors out;
+  // An undefined member is a parameter set to None: listed nowhere until assigned again.
+  for (const auto& [n, t] : slots)
+    if (t->defined()) out.emplace_back(n, *t);
+  return out;
+}
+
+NamedTensors Module::own_parameters() const { return own(params_); }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_name(name);
@@ -25,9 +44,9 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   children_.emplace_back(name, std::move(m));
 }
 
-void Module::collect(const std::string& prefix, NamedTensors& out) const {
-  for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
-  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out);
+void Module::collect(const std::string& prefix, NamedTensors& out, bool buffers) const {
+  for (auto& [n, t] : own(buffers ? buffers_ : params_)) out.emplace_back(prefix + n, std::move(t));
+  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out, buffers);
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
@@ -42,8 +61,63 @@ void Module::reset_parameter(const std::string&, Tensor&, Generator&) {}
 
 NamedTensors Module::named_tensors() const {
   NamedTensors out;
-  collect("", out);
+  collect("", out, false);
   return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", out, true);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out = named_tensors();
+  for (auto& entry : named_buffers()) out.push_back(std::move(entry));
+  for (auto& [_, t] : out) t = t.detach();
+  return out;
+}
+
+Module::LoadResult Module::load_state_dict(const NamedTensors& dict, bool strict) {
+  LoadResult result;
+  std::vector<std::string> mis_shaped;
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [n, t] : dict) {
+    HEED_CHECK(given.emplace(n, &t).second, "load_state_dict: key '", n, "' appears twice");
+  }
+  NamedTensors mine = state_dict();
+  std::unordered_set<std::string> known;
+  for (const auto& [n, t] : mine) {
+    known.insert(n);
+    auto it = given.find(n);
+    if (it == given.end()) {
+      result.missing_keys.push_back(n);
+    } else if (it->second->shape() != t.shape()) {
+      mis_shaped.push_back(n + " (" + to_string(it->second->shape()) + " given, " + to_string(t.shape()) +
+                           " in the module)");
+    }
+  }
+  for (const auto& [n, _] : dict)
+    if (!known.count(n)) result.unexpected_keys.push_back(n);
+  // Everything is checked before anything is copied, so a failed load leaves the module as it was.
+  std::string problems;
+  auto list = [&](const char* what, const std::vector<std::string>& keys) {
+    if (keys.empty()) return;
+    problems += problems.empty() ? "" : "; ";
+    problems += what;
+    for (size_t i = 0; i < keys.size(); ++i) problems += (i ? ", " : " ") + keys[i];
+  };
+  list("size mismatch:", mis_shaped);
+  if (strict) {
+    list("missing keys:", result.missing_keys);
+    list("unexpected keys:", result.unexpected_keys);
+  }
+  HEED_CHECK(problems.empty(), "load_state_dict: ", problems);
+  for (auto& [n, t] : mine) {
+    auto it = given.find(n);
+    if (it != given.end()) t.copy_(*it->second);
+  }
+  return result;
 }
 
 NamedTensors Module::named_parameters() const {
@@ -77,8 +151,11 @@ void Module::zero_grad() {
 }
 
 void Module::to(DType dtype) {
-  for (auto& [_, t] : named_parameters()) {
-    if (t.dtype() == dtype) continue;
+  NamedTensors tensors = named_parameters();
+  for (auto& entry : named_buffers()) tensors.push_back(std::move(entry));
+  for (auto& [_, t] : tensors) {
+    // Float buffers follow the parameters (as torch's Module.to); integer and bool ones keep their type.
+    if (t.dtype() == dtype || !is_floating(t.dtype())) continue;
     Tensor converted = Tensor::empty(t.shape(), dtype);
     converted.copy_(t);
     // Swap the storage under the same TensorImpl, so every handle (and every alias) follows.

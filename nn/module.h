@@ -3,9 +3,21 @@
 //
 //   struct Block : nn::Module {
 //     std::shared_ptr<nn::Linear> c_fc;
-//     Block(int64_t C) { c_fc = register_module("c_fc", std::make_shared<nn::Linear>(C, 4 * C)); }
+//     Tensor scale;
+//     Block(int64_t C) {
+//       c_fc = register_module("c_fc", std::make_shared<nn::Linear>(C, 4 * C));
+//       register_parameter("scale", scale, Tensor::ones({C}));
+//     }
 //   };
-//   // named_parameters(): "c_fc.weight", "c_fc.bias"
+//   // named_parameters(): "c_fc.weight", "c_fc.bias", "scale"
+//
+// A parameter (or buffer) is registered as the member that holds it: the module keeps the
+// member's address, not a copy of the handle, so assigning the member later re-registers, as
+// PyTorch's setattr does: `lin.weight = Tensor::randn({4, 4}).requires_grad_();` makes the new
+// tensor the one forward, named_parameters(), the optimizer, zero_grad and checkpoints all see.
+// Assigning an undefined Tensor removes the parameter from those lists (PyTorch's `= None`).
+// For that, a Module cannot be copied or moved (it holds its members' addresses): build modules
+// in place or behind std::make_shared.
 //
 // Parameters and children keep registration order, so optimizer state and checkpoints walk them
 // in a stable order. Initial values: a layer built alone draws from the generator it is given
@@ -32,7 +44,10 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module {
  public:
+  Module() = default;
   virtual ~Module() = default;
+  Module(const Module&) = delete;  // registrations hold the addresses of members
+  Module& operator=(const Module&) = delete;
 
   /// Every trainable tensor once (tied weights under their first name), in registration order.
   NamedTensors named_parameters() const;
@@ -42,7 +57,22 @@ class Module {
   /// Direct children, in registration order.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
   /// This module's own parameters (not its children's), in registration order.
-  const NamedTensors& own_parameters() const { return params_; }
+  NamedTensors own_parameters() const;
+  /// Every buffer (a registered tensor that is saved and loaded but not trained), dotted names.
+  NamedTensors named_buffers() const;
+
+  /// Every parameter (aliases included, as PyTorch's state_dict lists a tied weight under each
+  /// name) and buffer, detached: the tensors share the module's storage.
+  NamedTensors state_dict() const;
+  /// What load_state_dict did not match when strict is false (PyTorch's _IncompatibleKeys).
+  struct LoadResult {
+    std::vector<std::string> missing_keys;     ///< in the module, not in the dict
+    std::vector<std::string> unexpected_keys;  ///< in the dict, not in the module
+  };
+  /// Copies `dict`'s values into the registered tensors (any dtype is converted; outside
+  /// autograd). Throws one heed::Error listing every mis-shaped key (always) and, when `strict`,
+  /// every missing and unexpected key; on a throw nothing has been copied.
+  LoadResult load_state_dict(const NamedTensors& dict, bool strict = true);
   /// Every module of the tree with its dotted path, depth first in registration order, starting
   /// with this one as "".
   std::vector<std::pair<std::string, Module*>> named_modules();
@@ -64,14 +94,17 @@ class Module {
   int64_t num_parameters() const;
   /// Drops every parameter's gradient.
   void zero_grad();
-  /// Converts every parameter to `dtype` in place (handles held by layers stay valid); used to
+  /// Converts every parameter and float buffer to `dtype` in place (handles held by layers stay valid); used to
   /// run gradient checks on a layer in float64.
   void to(DType dtype);
 
  protected:
-  /// Registers a trainable tensor (sets requires_grad) and returns it. Throws on an empty,
-  /// dotted or duplicate name.
-  Tensor register_parameter(const std::string& name, Tensor t);
+  /// Registers member `slot` as trainable tensor `name`: sets it to `value` (with requires_grad)
+  /// and keeps its address, so a later assignment to the member re-registers. Throws on an empty,
+  /// dotted or duplicate name, or an undefined value.
+  void register_parameter(const std::string& name, Tensor& slot, Tensor value);
+  /// Registers member `slot` as buffer `name` (in state_dict, not trained), set to `value`.
+  void register_buffer(const std::string& name, Tensor& slot, Tensor value);
   /// Registers a child module and returns it. Throws on an empty, dotted or duplicate name.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
@@ -84,9 +117,12 @@ class Module {
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
   void check_name(const std::string& name) const;
-  void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect(const std::string& prefix, NamedTensors& out, bool buffers) const;
 
-  std::vector<std::pair<std::string, Tensor>> params_;
+  NamedTensors own(const std::vector<std::pair<std::string, Tensor*>>& slots) const;
+
+  std::vector<std::pair<std::string, Tensor*>> params_;   // the members registered as parameters
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

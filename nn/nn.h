@@ -13,4 +13,5 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/positional.h"
+#include "nn/safetensors.h"
 #include "nn/transformer.h"

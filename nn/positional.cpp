@@ -40,7 +40,7 @@ LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t 
     : max_len_(max_len) {
   HEED_CHECK(max_len > 0 && dim > 0, "LearnedPositionalEmbedding: sizes must be positive, got ", max_len,
              " x ", dim);
-  weight = register_parameter("weight", Tensor::empty({max_len, dim}));
+  register_parameter("weight", weight, Tensor::empty({max_len, dim}));
   reset_parameter("weight", weight, gen ? *gen : default_generator());
 }
 

@@ -298,6 +298,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (size_t i : order) {
     const auto& [name, t] = tensors[i];
     HEED_CHECK(t.defined(), "save_safetensors: ", path, ": tensor '", name, "' is undefined");
+    HEED_CHECK(is_floating(t.dtype()), "save_safetensors: ", path, ": tensor '", name, "' is ", dtype_name(t.dtype()),
+               " (heed writes F32 and F64)");
     HEED_CHECK(name != "__metadata__", "save_safetensors: ", path, ": \"__metadata__\" cannot name a tensor");
     HEED_CHECK(!header.contains(name), "save_safetensors: ", path, ": tensor name '", name, "' appears twice");
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
@@ -370,6 +372,19 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     ::close(dfd);
     HEED_CHECK(rc == 0 || derr == EINVAL || derr == ENOTSUP, "save_safetensors: ", path,
                " was written but syncing its directory ", dir, " failed: ", errno_text(derr));
+  }
+}
+
+void save_state_dict(const Module& module, const std::string& path, const std::map<std::string, std::string>& metadata) {
+  save_safetensors(path, module.state_dict(), metadata);
+}
+
+Module::LoadResult load_state_dict(Module& module, const std::string& path, bool strict) {
+  SafetensorsFile file = load_safetensors(path);
+  try {
+    return module.load_state_dict(file.tensors, strict);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
   }
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/module.h"
 
 namespace heed::nn {
 
@@ -49,5 +50,15 @@ SafetensorsFile load_safetensors(const std::string& path);
 /// begin <= end inside the data section, a byte count other than numel times the element size,
 /// tensors whose bytes overlap, and a __metadata__ that is not an object of strings.
 SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::string& what);
+
+/// Writes `module`'s state_dict() (every parameter under each of its names, and the buffers) to
+/// `path` as save_safetensors does (atomically), with `metadata`: torch's
+/// `safetensors.torch.save_file(model.state_dict(), path)`.
+void save_state_dict(const Module& module, const std::string& path,
+                     const std::map<std::string, std::string>& metadata = {});
+
+/// Loads a safetensors file into `module` with load_state_dict(tensors, strict): the errors name
+/// the file and every missing, unexpected or mis-shaped key, and nothing is copied on an error.
+Module::LoadResult load_state_dict(Module& module, const std::string& path, bool strict = true);
 
 }  // namespace heed::nn

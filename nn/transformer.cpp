@@ -171,4 +171,19 @@ Tensor EncoderDecoder::forward(const std::vector<int32_t>& src, int64_t B, int64
   return decode(tgt, B, Tt, encode(src, B, Ts, src_mask), tgt_mask, src_mask);
 }
 
+Tensor EncoderDecoder::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding,
+                               const Tensor& tgt_padding) {
+  auto ids = [](const Tensor& t, const char* what) {
+    HEED_CHECK(t.dim() == 2 && (t.dtype() == DType::i32 || t.dtype() == DType::i64), "EncoderDecoder: ", what,
+               " must be an int32 or int64 tensor (B, T), got ", dtype_name(t.dtype()), " ", to_string(t.shape()));
+    return t.to(DType::i32).to_vector<int32_t>();
+  };
+  HEED_CHECK(src.dim() == 2 && tgt.dim() == 2 && src.size(0) == tgt.size(0), "EncoderDecoder: src ",
+             to_string(src.shape()), " and tgt ", to_string(tgt.shape()), " must be (B, Ts) and (B, Tt)");
+  const KeyPaddingMask sm = src_padding.defined() ? key_padding_mask(src_padding) : KeyPaddingMask{};
+  const KeyPaddingMask tm = tgt_padding.defined() ? key_padding_mask(tgt_padding) : KeyPaddingMask{};
+  return forward(ids(src, "src"), src.size(0), src.size(1), ids(tgt, "tgt"), tgt.size(1),
+                 src_padding.defined() ? &sm : nullptr, tgt_padding.defined() ? &tm : nullptr);
+}
+
 }  // namespace heed::nn

@@ -114,7 +114,7 @@ struct EncoderDecoderOptions {
   int64_t n_decoder_layers = 1;
   int64_t max_len = 0;     ///< longest source or target sequence (positional encoding table)
   double dropout = 0.0;
-  NormPlacement norm = NormPlacement::pre;
+  NormPlacement norm = NormPlacement::post;  ///< one default with TransformerLayerOptions (PyTorch's)
   /// Root seed of every weight and dropout in the model, each drawn from its own dotted name
   /// (nn::init::by_name); none: drawn from the default generator (heed::manual_seed).
   std::optional<uint64_t> seed = std::nullopt;
@@ -134,6 +134,11 @@ class EncoderDecoder : public Module {
   /// decode(tgt, encode(src)): logits (B, Tt, tgt_vocab).
   Tensor forward(const std::vector<int32_t>& src, int64_t B, int64_t Ts, const std::vector<int32_t>& tgt,
                  int64_t Tt, const KeyPaddingMask* src_mask = nullptr, const KeyPaddingMask* tgt_mask = nullptr);
+  /// The same from id tensors: src (B, Ts), tgt (B, Tt), int32 or int64; masks are bool (or any
+  /// integer) tensors (B, Ts) / (B, Tt) where true marks padding (nn.Transformer's
+  /// src_key_padding_mask), or undefined.
+  Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding = Tensor(),
+                 const Tensor& tgt_padding = Tensor());
   const EncoderDecoderOptions& options() const { return options_; }
 
   std::shared_ptr<Embedding> src_embed, tgt_embed;

@@ -260,9 +260,8 @@ Shape batch_shape(const Tensor& a, const Tensor& b) {
 // ------------------------------------------------------------------------------------------
 // matmul
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  HEED_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: both operands need at least 2 dims, got ",
-             to_string(a.shape()), " @ ", to_string(b.shape()));
+// Both operands at least 2-D (matmul below promotes 1-D ones).
+static Tensor matmul_batched(const Tensor& a, const Tensor& b) {
   HEED_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: ", dtype_name(a.dtype()), " ", to_string(a.shape()),
              " @ ", dtype_name(b.dtype()), " ", to_string(b.shape()));
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
@@ -309,6 +308,18 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 // linear(x, w, b), plus r when r is defined (add_linear): C starts at r (+ b) and gemm adds the
 // product onto it with beta = 1, which also spares OpenBLAS its zeroing pass over C.
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  HEED_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands need at least 1 dim, got ", to_string(a.shape()), " @ ",
+             to_string(b.shape()));
+  // PyTorch's rules: a 1-D left operand is a row (1, k) and a 1-D right one a column (k, 1), the
+  // added axis removed from the result; 1-D @ 1-D is the dot product, shape [].
+  const bool row = a.dim() == 1, col = b.dim() == 1;
+  Tensor out = matmul_batched(row ? unsqueeze(a, 0) : a, col ? unsqueeze(b, 1) : b);
+  if (col) out = squeeze(out, -1);
+  if (row) out = squeeze(out, col ? -1 : -2);
+  return out;
+}
+
 static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
   const bool has_b = b.defined(), has_r = r.defined();
   const char* op = has_r ? "add_linear" : "linear";

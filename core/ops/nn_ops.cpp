@@ -387,4 +387,25 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
                 });
 }
 
+// The id tensors become the id vectors the kernels read: a copy of B * T integers, small next to
+// the (B * T, C) rows the op moves.
+static std::vector<int32_t> ids_of(const Tensor& ids, const char* op) {
+  HEED_CHECK(ids.dtype() == DType::i32 || ids.dtype() == DType::i64, op, ": ids must be int32 or int64, got ",
+             dtype_name(ids.dtype()));
+  std::vector<int32_t> out;
+  out.reserve(ids.numel());
+  for (int64_t id : ids.to_vector<int64_t>()) {
+    // Out-of-range int64 ids must not wrap into valid int32 ones; the kernels then name them.
+    out.push_back(id < INT32_MIN || id > INT32_MAX ? INT32_MIN : static_cast<int32_t>(id));
+  }
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) { return embedding(weight, ids_of(ids, "embedding"), ids.shape()); }
+
+Tensor detail::cross_entropy_of_tensor(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
+  HEED_CHECK(targets.dim() == 1, "cross_entropy: targets must be 1-D (N), got ", to_string(targets.shape()));
+  return cross_entropy(logits, ids_of(targets, "cross_entropy"), ignore_index);
+}
+
 }  // namespace heed

@@ -59,5 +59,5 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps) : eps_(eps) {
-  weight = register_parameter("weight", Tensor::ones({dim}));
+  register_parameter("weight", weight, Tensor::ones({dim}));
 }

@@ -1,5 +1,6 @@
-# Installs heed into a scratch prefix, then configures, builds and runs examples/custom_layer (an
-# outside project that uses find_package(heed)) against that installed copy only.
+# Installs heed into a scratch prefix, then configures, builds and runs examples/custom_layer and
+# examples/attention_tutorial (outside projects that use find_package(heed)) against that
+# installed copy only.
 foreach(var HEED_BUILD_DIR HEED_SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "${var} not set")
@@ -17,3 +18,7 @@ run(${CMAKE_COMMAND} -S ${HEED_SOURCE_DIR}/examples/custom_layer -B ${WORK_DIR}/
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build -j2)
 run(${WORK_DIR}/build/custom_layer)
+run(${CMAKE_COMMAND} -S ${HEED_SOURCE_DIR}/examples/attention_tutorial -B ${WORK_DIR}/tutorial
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/tutorial -j2)
+run(${WORK_DIR}/tutorial/attention_tutorial)

@@ -27,8 +27,9 @@ struct Pair : nn::Module {
     if (extra) add("before", 2);
     swapped ? (add("b", 5), add("a", 3)) : (add("a", 3), add("b", 5));
     register_module("drop", std::make_shared<nn::Dropout>(0.5));
-    register_parameter("scale", Tensor::zeros({2}));  // a raw parameter: no init of its own, kept
+    register_parameter("scale", scale, Tensor::zeros({2}));  // a raw parameter: no init of its own, kept
   }
+  Tensor scale;
 };
 
 nn::GPTConfig config(int64_t n_layer) {

@@ -217,7 +217,8 @@ TEST_CASE("EncoderDecoder gradcheck over every parameter", "[transformer]") {
 
 TEST_CASE("EncoderDecoder: logits shape, causal decoding, padded source ignored", "[transformer]") {
   nn::EncoderDecoder model({.src_vocab = 11, .tgt_vocab = 9, .d_model = 8, .n_head = 2, .d_ff = 16,
-                            .n_encoder_layers = 2, .n_decoder_layers = 2, .max_len = 16, .seed = 32});
+                            .n_encoder_layers = 2, .n_decoder_layers = 2, .max_len = 16,
+                            .norm = nn::NormPlacement::pre, .seed = 32});
   const std::vector<int32_t> src = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 3, 4, 5, 0, 0}, tgt = {1, 2, 3, 4, 5, 6, 7, 8};
   const auto src_mask = nn::padding_mask_from_lengths({5, 5, 3}, 5);
   REQUIRE_THROWS_AS(model.forward(src, 3, 5, tgt, 3), Error);  // 8 target ids for B=3, T=3
@@ -250,13 +251,14 @@ TEST_CASE("EncoderDecoder: logits shape, causal decoding, padded source ignored"
   REQUIRE(names[1] == "tgt_embed.weight");
   REQUIRE(names.back() == "generator.bias");
   REQUIRE(std::find(names.begin(), names.end(), "decoder.layers.1.cross_attn.k_proj.weight") != names.end());
-  REQUIRE(std::find(names.begin(), names.end(), "encoder.norm.weight") != names.end());  // pre-norm default
+  REQUIRE(std::find(names.begin(), names.end(), "encoder.norm.weight") != names.end());  // pre-norm
 }
 
 TEST_CASE("EncoderDecoder inputs are embedding * sqrt(d_model) + sinusoids", "[transformer]") {
   const int64_t C = 8, T = 5;
   nn::EncoderDecoder model({.src_vocab = 11, .tgt_vocab = 9, .d_model = C, .n_head = 2, .d_ff = 16,
-                            .n_encoder_layers = 1, .n_decoder_layers = 1, .max_len = 16, .seed = 33});
+                            .n_encoder_layers = 1, .n_decoder_layers = 1, .max_len = 16,
+                            .norm = nn::NormPlacement::pre, .seed = 33});
   model.to(DType::f64);
   const std::vector<int32_t> src = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
   // The paper's encoding, written out: PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(same).

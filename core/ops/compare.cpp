@@ -1,0 +1,109 @@
+// Comparisons, logical ops and where: element-wise ops whose result is a bool tensor (no
+// gradient), and `where`, which picks between two float tensors and is differentiable in both.
+// Every operand broadcasts NumPy-style; values are compared as double, which is exact for
+// float32, float64, int32, bool and int64 ids below 2^53.
+#include <array>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/strided.h"
+
+namespace heed {
+
+namespace {
+
+// out[i] = f(a[i], b[i]) over the broadcast of a and b, into a fresh contiguous tensor of `out_dtype`.
+template <class F>
+Tensor map2(const Tensor& a, const Tensor& b, DType out_dtype, const char* op, F&& f) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = Tensor::empty(shape, out_dtype);
+  const Shape sa = detail::broadcast_strides(a, shape), sb = detail::broadcast_strides(b, shape);
+  const Shape so = out.strides();
+  visit_any_dtype(a.dtype(), [&]<class A>() {
+    visit_any_dtype(b.dtype(), [&]<class B>() {
+      visit_any_dtype(out_dtype, [&]<class O>() {
+        const A* pa = static_cast<const A*>(a.storage()->data());
+        const B* pb = static_cast<const B*>(b.storage()->data());
+        O* po = out.data<O>();
+        const int64_t ia = sa.empty() ? 0 : sa.back(), ib = sb.empty() ? 0 : sb.back();
+        detail::for_each_row<3>(shape, {&sa, &sb, &so}, {a.offset(), b.offset(), 0},
+                                [&](int64_t n, const std::array<int64_t, 3>& off) {
+                                  for (int64_t i = 0; i < n; ++i)
+                                    po[off[2] + i] = static_cast<O>(f(static_cast<double>(pa[off[0] + i * ia]),
+                                                                      static_cast<double>(pb[off[1] + i * ib])));
+                                });
+      });
+    });
+  });
+  return out;
+}
+
+template <class F>
+Tensor compare(const Tensor& a, const Tensor& b, const char* op, F&& f) {
+  return map2(a, b, DType::boolean, op, f);
+}
+
+Tensor scalar_like(double s) { return Tensor::scalar(s, DType::f64); }
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", [](double x, double y) { return x == y; }); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", [](double x, double y) { return x != y; }); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", [](double x, double y) { return x < y; }); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", [](double x, double y) { return x <= y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", [](double x, double y) { return x > y; }); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", [](double x, double y) { return x >= y; }); }
+Tensor eq(const Tensor& a, double s) { return eq(a, scalar_like(s)); }
+Tensor ne(const Tensor& a, double s) { return ne(a, scalar_like(s)); }
+Tensor lt(const Tensor& a, double s) { return lt(a, scalar_like(s)); }
+Tensor le(const Tensor& a, double s) { return le(a, scalar_like(s)); }
+Tensor gt(const Tensor& a, double s) { return gt(a, scalar_like(s)); }
+Tensor ge(const Tensor& a, double s) { return ge(a, scalar_like(s)); }
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "logical_and", [](double x, double y) { return x != 0 && y != 0; });
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "logical_or", [](double x, double y) { return x != 0 || y != 0; });
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "logical_xor", [](double x, double y) { return (x != 0) != (y != 0); });
+}
+Tensor logical_not(const Tensor& a) { return eq(a, 0.0); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  HEED_CHECK(is_floating(a.dtype()) && a.dtype() == b.dtype(), "where: a and b must be float tensors of one dtype, got ",
+             dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  const Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
+  const Tensor c = cond.dtype() == DType::boolean ? cond : ne(cond, 0.0);
+  Tensor out = Tensor::empty(shape, a.dtype());
+  const Shape sc = detail::broadcast_strides(c, shape), sa = detail::broadcast_strides(a, shape),
+              sb = detail::broadcast_strides(b, shape), so = out.strides();
+  visit_dtype(a.dtype(), [&]<class T>() {
+    const bool* pc = static_cast<const bool*>(c.storage()->data());
+    const T* pa = static_cast<const T*>(a.storage()->data());
+    const T* pb = static_cast<const T*>(b.storage()->data());
+    T* po = out.data<T>();
+    auto inner = [](const Shape& s) { return s.empty() ? int64_t{0} : s.back(); };
+    const int64_t ic = inner(sc), ia = inner(sa), ib = inner(sb);
+    detail::for_each_row<4>(shape, {&sc, &sa, &sb, &so}, {c.offset(), a.offset(), b.offset(), 0},
+                            [&](int64_t n, const std::array<int64_t, 4>& off) {
+                              for (int64_t i = 0; i < n; ++i)
+                                po[off[3] + i] = pc[off[0] + i * ic] ? pa[off[1] + i * ia] : pb[off[2] + i * ib];
+                            });
+  });
+  // The gradient flows to a where cond holds and to b elsewhere, summed back over broadcast axes.
+  return record("where", out, {a, b}, [c = c.detach(), sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    const Tensor zero = Tensor::scalar(0.0, g.dtype());
+    return std::vector<Tensor>{sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
+  });
+}
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  const Shape shape = broadcast_shapes(a.shape(), mask.shape(), "masked_fill");
+  HEED_CHECK(shape == a.shape(), "masked_fill: mask ", to_string(mask.shape()), " does not broadcast to ",
+             to_string(a.shape()));
+  return where(mask, Tensor::scalar(value, a.dtype()), a);
+}
+
+}  // namespace heed

@@ -1,0 +1,160 @@
+// Indexing: select (x[i]), gather, argmax, tril / triu. select is a view; gather and tril / triu
+// are differentiable w.r.t. their float input; argmax and every integer or bool result carry no
+// gradient.
+#include <array>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/strided.h"
+
+namespace heed {
+
+namespace {
+
+// Index i of an integer index tensor (any strides), as int64.
+std::vector<int64_t> index_values(const Tensor& index, const char* op) {
+  HEED_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op, ": index must be int32 or int64, got ",
+             dtype_name(index.dtype()));
+  std::vector<int64_t> out;
+  out.reserve(index.numel());
+  for (double v : index.to_vector<double>()) out.push_back(static_cast<int64_t>(v));
+  return out;
+}
+
+// out = x with the elements outside the band zeroed: tril keeps j - i <= k, triu keeps j - i >= k,
+// over the last two axes.
+Tensor band(const Tensor& x, int64_t k, bool lower, const char* op) {
+  HEED_CHECK(x.dim() >= 2, op, ": needs at least 2 dims, got ", to_string(x.shape()));
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  out.copy_(x);
+  const int64_t R = x.size(-2), C = x.size(-1), mats = R * C != 0 ? x.numel() / (R * C) : 0;
+  visit_any_dtype(x.dtype(), [&]<class T>() {
+    T* p = out.data<T>();
+    for (int64_t m = 0; m < mats; ++m)
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < C; ++j)
+          if (lower ? j - i > k : j - i < k) p[(m * R + i) * C + j] = T(0);
+  });
+  if (!is_floating(x.dtype())) return out;
+  return record(op, out, {x}, [k, lower, op](const Tensor& g) { return std::vector<Tensor>{band(g, k, lower, op)}; });
+}
+
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t k) { return band(x, k, true, "tril"); }
+Tensor triu(const Tensor& x, int64_t k) { return band(x, k, false, "triu"); }
+
+Tensor select(const Tensor& x, int64_t axis, int64_t i) {
+  axis = detail::normalize_axis(axis, x.dim(), "select", x.shape());
+  const int64_t n = x.size(axis);
+  HEED_CHECK(i >= -n && i < n, "select: index ", i, " out of range for axis ", axis, " of size ", n);
+  if (i < 0) i += n;
+  return squeeze(slice(x, axis, i, i + 1), axis);
+}
+
+Tensor argmax(const Tensor& x) { return argmax(reshape(x.detach(), {-1}), 0, false); }
+
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
+  HEED_CHECK(x.dim() > 0, "argmax: a 0-d tensor has no axis; use argmax(x)");
+  axis = detail::normalize_axis(axis, x.dim(), "argmax", x.shape());
+  const int64_t n = x.size(axis);
+  HEED_CHECK(n > 0, "argmax: axis ", axis, " of ", to_string(x.shape()), " is empty");
+  // Move the axis last so each slice is one contiguous row.
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != axis) axes.push_back(d);
+  axes.push_back(axis);
+  const Tensor rows = permute(x.detach(), axes).contiguous();
+  Shape out_shape = x.shape();
+  out_shape.erase(out_shape.begin() + axis);
+  Tensor out = Tensor::empty(out_shape, DType::i64);
+  int64_t* po = out.data<int64_t>();
+  visit_any_dtype(x.dtype(), [&]<class T>() {
+    const T* p = rows.data<T>();
+    for (int64_t r = 0, R = out.numel(); r < R; ++r) {
+      int64_t best = 0;  // the first maximum, as torch.argmax; a NaN wins, as in torch.max
+      for (int64_t j = 1; j < n; ++j) {
+        const T v = p[r * n + j], b = p[r * n + best];
+        if (v > b || (v != v && b == b)) best = j;
+      }
+      po[r] = best;
+    }
+  });
+  return keepdim ? unsqueeze(out, axis) : out;
+}
+
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
+  axis = detail::normalize_axis(axis, x.dim(), "gather", x.shape());
+  HEED_CHECK(index.dim() == x.dim(), "gather: index ", to_string(index.shape()), " must have as many dims as input ",
+             to_string(x.shape()));
+  for (int64_t d = 0; d < x.dim(); ++d)
+    HEED_CHECK(d == axis || index.size(d) <= x.size(d), "gather: index ", to_string(index.shape()),
+               " is larger than input ", to_string(x.shape()), " on axis ", d);
+  const std::vector<int64_t> idx = index_values(index, "gather");
+  const int64_t n = x.size(axis);
+  for (int64_t v : idx) HEED_CHECK(v >= 0 && v < n, "gather: index ", v, " out of range for axis ", axis, " of size ", n);
+  // Element e of the output (row-major over index's shape) reads x at e's multi-index with the
+  // axis replaced by idx[e]: its offset under `strides` (x's for the forward, contiguous ones for
+  // the backward's scatter-add into a fresh gradient).
+  const Shape& is = index.shape();
+  auto offsets = [&](const Shape& strides) {
+    std::vector<int64_t> out(idx.size());
+    std::vector<int64_t> pos(is.size(), 0);
+    for (size_t e = 0; e < idx.size(); ++e) {
+      for (size_t d = 0; d < is.size(); ++d) out[e] += (static_cast<int64_t>(d) == axis ? idx[e] : pos[d]) * strides[d];
+      for (size_t d = is.size(); d-- > 0;) {
+        if (++pos[d] < is[d]) break;
+        pos[d] = 0;
+      }
+    }
+    return out;
+  };
+  const std::vector<int64_t> src = offsets(x.strides());
+  Tensor out = Tensor::empty(is, x.dtype());
+  visit_any_dtype(x.dtype(), [&]<class T>() {
+    const T* p = static_cast<const T*>(x.storage()->data()) + x.offset();
+    T* po = out.data<T>();
+    for (size_t e = 0; e < src.size(); ++e) po[e] = p[src[e]];
+  });
+  if (!is_floating(x.dtype())) return out;
+  const Shape xs = x.shape();
+  std::vector<int64_t> dst = offsets(contiguous_strides(xs));
+  return record("gather", out, {x}, [xs, dst = std::move(dst)](const Tensor& g) {
+    const Tensor gc = g.contiguous();
+    Tensor dx = Tensor::zeros(xs, g.dtype());
+    visit_dtype(g.dtype(), [&]<class T>() {
+      const T* pg = gc.data<T>();
+      T* pd = dx.data<T>();
+      for (size_t e = 0; e < dst.size(); ++e) pd[dst[e]] += pg[e];
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
+  HEED_CHECK(!parts.empty(), "stack: no tensors");
+  const int64_t nd = parts[0].dim() + 1;
+  HEED_CHECK(axis >= -nd && axis < nd, "stack: axis ", axis, " out of range for ", nd, " dims");
+  if (axis < 0) axis += nd;
+  std::vector<Tensor> expanded;
+  for (const Tensor& p : parts) {
+    HEED_CHECK(p.shape() == parts[0].shape(), "stack: shapes differ: ", to_string(parts[0].shape()), " and ",
+               to_string(p.shape()));
+    expanded.push_back(unsqueeze(p, axis));
+  }
+  return concat(expanded, axis);
+}
+
+Tensor max(const Tensor& a) { return max(reshape(a, {-1}), 0); }
+Tensor min(const Tensor& a) { return neg(max(neg(a))); }
+Tensor min(const Tensor& a, int64_t axis, bool keepdim) { return neg(max(neg(a), axis, keepdim)); }
+
+Tensor abs(const Tensor& a) {
+  // a * sign(a) with the sign a constant: value |a|, gradient sign(a), 0 at 0 as torch's.
+  const Tensor d = a.detach();
+  const Tensor zero = Tensor::scalar(0.0, a.dtype()), one = Tensor::scalar(1.0, a.dtype());
+  const Tensor sign = where(gt(d, 0.0), one, zero) - where(lt(d, 0.0), one, zero);
+  return a * sign;
+}
+
+}  // namespace heed

@@ -1,0 +1,41 @@
+// Tensor's method syntax (x.transpose(0, 1), x.matmul(w), x.sum(-1), x[i], ...): each method is
+// the free op of the same name in core/ops.h, so the two spellings cannot drift apart.
+#include "core/ops.h"
+
+namespace heed {
+
+Tensor Tensor::operator[](int64_t i) const { return heed::select(*this, 0, i); }
+Tensor Tensor::select(int64_t axis, int64_t i) const { return heed::select(*this, axis, i); }
+Tensor Tensor::reshape(Shape shape) const { return heed::reshape(*this, std::move(shape)); }
+Tensor Tensor::view(Shape shape) const { return heed::view(*this, std::move(shape)); }
+Tensor Tensor::transpose(int64_t axis0, int64_t axis1) const { return heed::transpose(*this, axis0, axis1); }
+Tensor Tensor::permute(const std::vector<int64_t>& axes) const { return heed::permute(*this, axes); }
+Tensor Tensor::unsqueeze(int64_t axis) const { return heed::unsqueeze(*this, axis); }
+Tensor Tensor::squeeze(int64_t axis) const { return heed::squeeze(*this, axis); }
+Tensor Tensor::expand(const Shape& shape) const { return heed::expand(*this, shape); }
+Tensor Tensor::matmul(const Tensor& other) const { return heed::matmul(*this, other); }
+Tensor Tensor::sum() const { return heed::sum(*this); }
+Tensor Tensor::sum(int64_t axis, bool keepdim) const { return heed::sum(*this, axis, keepdim); }
+Tensor Tensor::mean() const { return heed::mean(*this); }
+Tensor Tensor::mean(int64_t axis, bool keepdim) const { return heed::mean(*this, axis, keepdim); }
+Tensor Tensor::max() const { return heed::max(*this); }
+Tensor Tensor::max(int64_t axis, bool keepdim) const { return heed::max(*this, axis, keepdim); }
+Tensor Tensor::min() const { return heed::min(*this); }
+Tensor Tensor::min(int64_t axis, bool keepdim) const { return heed::min(*this, axis, keepdim); }
+Tensor Tensor::argmax() const { return heed::argmax(*this); }
+Tensor Tensor::argmax(int64_t axis, bool keepdim) const { return heed::argmax(*this, axis, keepdim); }
+Tensor Tensor::softmax(int64_t axis) const { return heed::softmax(*this, axis); }
+Tensor Tensor::log_softmax(int64_t axis) const { return heed::log_softmax(*this, axis); }
+Tensor Tensor::abs() const { return heed::abs(*this); }
+Tensor Tensor::exp() const { return heed::exp(*this); }
+Tensor Tensor::log() const { return heed::log(*this); }
+Tensor Tensor::sqrt() const { return heed::sqrt(*this); }
+Tensor Tensor::tanh() const { return heed::tanh(*this); }
+Tensor Tensor::relu() const { return heed::relu(*this); }
+Tensor Tensor::pow(double exponent) const { return heed::pow(*this, exponent); }
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return heed::masked_fill(*this, mask, value); }
+Tensor Tensor::tril(int64_t k) const { return heed::tril(*this, k); }
+Tensor Tensor::triu(int64_t k) const { return heed::triu(*this, k); }
+Tensor Tensor::gather(int64_t axis, const Tensor& index) const { return heed::gather(*this, axis, index); }
+
+}  // namespace heed

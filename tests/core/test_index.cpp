@@ -1,0 +1,163 @@
+// Integer and bool tensors and the ops for them: literals, comparisons, logical ops, where,
+// masked_fill with a mask tensor, tril / triu, arange, argmax, select (x[i]), gather, stack, cat,
+// min / max / abs without an axis, 1-D matmul, method syntax and printing. Values from
+// /usr/bin/python3 (torch 1.13), e.g.
+//   x = torch.tensor([[1., 5., 3.], [4., 2., 6.]]); x.argmax(), x.argmax(1), x.argmax(0)
+//   -> tensor(5) tensor([1, 2]) tensor([1, 0, 1])
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "core/heed.h"
+#include "support/helpers.h"
+
+using namespace heed;
+using heed::test::randn64;
+using heed::test::require_gradcheck;
+using heed::test::require_values;
+
+namespace {
+std::string printed(const Tensor& t) {
+  std::ostringstream os;
+  os << t;
+  return os.str();
+}
+}  // namespace
+
+TEST_CASE("dtypes: literals pick int64, float32 or bool as torch.tensor", "[index]") {
+  Tensor f = Tensor({{1.0, 2.0}, {3.0, 4.0}});
+  REQUIRE(f.dtype() == DType::f32);
+  require_values(f, {2, 2}, {1, 2, 3, 4});
+  Tensor i = Tensor({{1, 2}, {3, 4}});
+  REQUIRE(i.dtype() == DType::i64);
+  REQUIRE(i.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4});
+  Tensor mixed = Tensor({1, 2.5});
+  REQUIRE(mixed.dtype() == DType::f32);
+  Tensor b = Tensor({true, false});
+  REQUIRE(b.dtype() == DType::boolean);
+  REQUIRE_THROWS_WITH(Tensor({{1, 2}, {3}}), Catch::Contains("sub-lists of different shapes"));
+  // The braced from_vector is no longer ambiguous, and float32 by default.
+  Tensor w = Tensor::from_vector({0.43, 0.15}, {1, 2});
+  REQUIRE(w.dtype() == DType::f32);
+  require_values(w, {1, 2}, {0.43, 0.15});
+  // Integers cannot require gradients; float kernels refuse them by name.
+  REQUIRE_THROWS_WITH(i.requires_grad_(), Catch::Contains("only float tensors"));
+  REQUIRE_THROWS_WITH(exp(i), Catch::Contains("got int64"));
+  REQUIRE(i.to(DType::f64).dtype() == DType::f64);
+  REQUIRE(Tensor::arange(2, 11, 3).to_vector<int64_t>() == std::vector<int64_t>{2, 5, 8});
+  REQUIRE(Tensor::arange(5, 0, -2).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 1});
+  REQUIRE(Tensor::arange(3, 3).numel() == 0);
+}
+
+TEST_CASE("dtypes: tensors print nested as PyTorch", "[index]") {
+  // print(torch.tensor([[1., 2.], [3., 4.]])) and the others, pasted.
+  REQUIRE(printed(Tensor({{1.0, 2.0}, {3.0, 4.0}})) == "tensor([[1., 2.],\n        [3., 4.]])");
+  REQUIRE(printed(Tensor::from_vector({0.43, 0.15}, {1, 2})) == "tensor([[0.4300, 0.1500]])");
+  REQUIRE(printed(Tensor({1, 2})) == "tensor([1, 2])");
+  REQUIRE(printed(Tensor({true, false})) == "tensor([ True, False])");
+  REQUIRE(printed(Tensor::arange(24, DType::f32).reshape({2, 3, 4})) ==
+          "tensor([[[ 0.,  1.,  2.,  3.],\n         [ 4.,  5.,  6.,  7.],\n         [ 8.,  9., 10., 11.]],\n\n"
+          "        [[12., 13., 14., 15.],\n         [16., 17., 18., 19.],\n         [20., 21., 22., 23.]]])");
+}
+
+TEST_CASE("compare: comparisons and logical ops broadcast into bool tensors", "[index]") {
+  const Tensor x = Tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}});
+  const Tensor row = Tensor({2, 5, 3});  // int64 against float32: compared as values
+  REQUIRE((x > row).dtype() == DType::boolean);
+  REQUIRE((x > row).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0, 1, 0, 1});
+  REQUIRE((x == row).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0, 0, 0});
+  REQUIRE((x <= 3.0).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1, 0, 1, 0});
+  REQUIRE((x != 5.0).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1, 1, 1, 1});
+  REQUIRE((x >= 4.0).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 0, 1, 0, 1});
+  REQUIRE((x < 2.0).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 0, 0, 0});
+  const Tensor a = Tensor({true, true, false, false}), b = Tensor({true, false, true, false});
+  REQUIRE((a & b).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 0});
+  REQUIRE((a | b).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1, 0});
+  REQUIRE((a ^ b).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0});
+  REQUIRE((~a).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1, 1});
+  // A transposed (non-contiguous) operand.
+  REQUIRE((x.transpose(0, 1) > 2.5).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0, 1, 1});
+}
+
+TEST_CASE("where and masked_fill: values and float64 gradients", "[index]") {
+  // x.masked_fill(torch.tensor([True, False, True]), -1.) -> [[-1, 5, -1], [-1, 2, -1]]
+  const Tensor x = Tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}});
+  require_values(x.masked_fill(Tensor({true, false, true}), -1.0), {2, 3}, {-1, 5, -1, -1, 2, -1});
+  require_values(where(x > 2.5, x, Tensor::scalar(0.0)), {2, 3}, {0, 5, 3, 4, 0, 6});
+  REQUIRE_THROWS_WITH(masked_fill(Tensor::zeros({3}), Tensor({{true}, {false}}), 1.0),
+                      Catch::Contains("does not broadcast"));
+  // Gradients: broadcasting a row and a scalar, a transposed input, an input used twice, masks of
+  // several dtypes.
+  const Tensor cond = Tensor({{true, false, true}, {false, false, true}, {true, true, false}, {false, true, true}});
+  const Tensor a = randn64({4, 3}, 1), b = randn64({3}, 2), c = randn64({3, 4}, 3);
+  require_gradcheck([&](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); }, {a, b});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return where(cond, in[0].transpose(0, 1), in[0].transpose(0, 1) * 2.0); }, {c});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return where(in[0] > 0.0, in[0], in[0] * in[0]); }, {a});
+  const Tensor int_mask = Tensor({1, 0, 2});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], int_mask, -3.0) * in[0]; }, {a});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0].transpose(0, 1), cond, 0.5); }, {c});
+}
+
+TEST_CASE("tril, triu, argmax, select, gather, stack, cat", "[index]") {
+  const Tensor m = Tensor::arange(0, 12).reshape({3, 4});
+  // torch.tril(torch.arange(12).reshape(3,4), -1), torch.triu(..., 1)
+  REQUIRE(tril(m, -1).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0, 0, 4, 0, 0, 0, 8, 9, 0, 0});
+  REQUIRE(triu(m, 1).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 0, 0, 6, 7, 0, 0, 0, 11});
+  REQUIRE(tril(Tensor::ones({3, 3}, DType::boolean)).to_vector<int64_t>() ==
+          std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+  const Tensor x = Tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}});
+  REQUIRE(argmax(x).item() == 5);
+  REQUIRE(argmax(x).dtype() == DType::i64);
+  REQUIRE(x.argmax(1).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  REQUIRE(x.argmax(0).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
+  REQUIRE(x.argmax(-1, true).shape() == Shape{2, 1});
+  REQUIRE(Tensor({3.0, 7.0, 7.0}).argmax().item() == 1);  // the first maximum
+  // x[i], negative indices, and an error naming the range.
+  require_values(x[1], {3}, {4, 2, 6});
+  require_values(x[-2], {3}, {1, 5, 3});
+  REQUIRE(x[1][2].item() == 6);
+  REQUIRE_THROWS_WITH(x[2], Catch::Contains("index 2 out of range"));
+  // torch.gather(x, 1, torch.tensor([[2, 0], [1, 1]])) -> [[3, 1], [2, 2]]
+  require_values(gather(x, 1, Tensor({{2, 0}, {1, 1}})), {2, 2}, {3, 1, 2, 2});
+  REQUIRE_THROWS_WITH(gather(x, 1, Tensor({{3, 0}, {1, 1}})), Catch::Contains("index 3 out of range"));
+  require_values(stack({x[0], x[1]}, 1), {3, 2}, {1, 4, 5, 2, 3, 6});
+  require_values(cat({x, x[0].unsqueeze(0)}), {3, 3}, {1, 5, 3, 4, 2, 6, 1, 5, 3});
+  require_values(x.max(), {}, {6});
+  require_values(x.min(), {}, {1});
+  require_values(x.min(1), {2}, {1, 2});
+  require_values(abs(Tensor({-2.0, 0.0, 3.0})), {3}, {2, 0, 3});
+
+  const Tensor a = randn64({3, 4}, 4), t = randn64({4, 3}, 5);
+  const Tensor idx = Tensor({{0, 2, 2}, {1, 0, 3}});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return gather(in[0], 1, idx); }, {a});  // repeats: scatter-add
+  require_gradcheck([&](const std::vector<Tensor>& in) { return gather(in[0].transpose(0, 1), 1, idx) * in[0].max(); }, {t});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return tril(in[0]) + triu(in[0], 1) * 3.0; }, {a});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return stack({in[0], in[1].transpose(0, 1)}, 1) * in[0][1][2]; }, {a, t});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return abs(in[0]) + in[0].min() + in[0].min(0); }, {a});
+}
+
+TEST_CASE("matmul: PyTorch's rules for 1-D operands", "[index][matmul]") {
+  // m @ a, a @ m.T, a @ a  ->  tensor([7., 2.]) tensor([7., 2.]) tensor(14.)
+  const Tensor a = Tensor({1.0, 2.0, 3.0}), m = Tensor({{1.0, 0.0, 2.0}, {0.0, 1.0, 0.0}});
+  require_values(m.matmul(a), {2}, {7, 2});
+  require_values(a.matmul(m.transpose(0, 1)), {2}, {7, 2});
+  require_values(matmul(a, a), {}, {14});
+  const Tensor v = randn64({3}, 6), w = randn64({3, 4}, 7), b = randn64({2, 4, 3}, 8);
+  require_gradcheck([&](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {v, w});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {b, v});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return matmul(in[0], in[0]); }, {v});
+}
+
+TEST_CASE("embedding and cross_entropy take tensors of ids", "[index]") {
+  Generator gen(3);
+  const Tensor weight = Tensor::randn({5, 4}, gen, 1.0, 0.0, DType::f64);
+  const Tensor ids = Tensor({{4, 0}, {2, 2}});
+  const Tensor e = embedding(weight, ids);
+  REQUIRE(e.shape() == Shape{2, 2, 4});
+  REQUIRE(e.to_vector<double>() == embedding(weight, std::vector<int32_t>{4, 0, 2, 2}, {2, 2}).to_vector<double>());
+  REQUIRE_THROWS_WITH(embedding(weight, Tensor({1.0, 2.0})), Catch::Contains("ids must be int32 or int64"));
+  REQUIRE_THROWS(embedding(weight, Tensor::from_vector(std::vector<int64_t>{int64_t{1} << 32}, {1})));
+  const Tensor logits = randn64({3, 5}, 9);
+  const Tensor targets = Tensor({1, 4, 0});
+  REQUIRE(cross_entropy(logits, targets).item() ==
+          Approx(cross_entropy(logits, std::vector<int32_t>{1, 4, 0}).item()).epsilon(1e-15));
+}

@@ -1,0 +1,83 @@
+// docs/pytorch.md's snippets, compiled and run: each TEST_CASE holds one ```cpp block of the page
+// (indented), and the last test fails if any block of the page is not found here verbatim, so
+// the page and this file cannot drift apart.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "nn/nn.h"
+
+using namespace heed;
+
+TEST_CASE("pytorch.md: tensors: ops, methods and dtypes", "[doc]") {
+  Tensor x = Tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}});
+  Tensor ids = x.argmax(1);                         // int64 [1, 2]
+  Tensor big = x > 2.5;                             // bool
+  Tensor y = x.masked_fill(~big, 0.0);              // [[0, 5, 3], [4, 0, 6]]
+  Tensor v = Tensor({1.0, 2.0, 3.0});
+  Tensor xv = x.matmul(v);                          // 1-D operand: shape [2]
+  CHECK(ids.to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  CHECK(y.sum().item() == 18);
+  CHECK(xv.to_vector<float>() == std::vector<float>{20, 26});
+  CHECK(x[1][2].item() == 6);
+}
+
+TEST_CASE("pytorch.md: masks: scaled_dot_product_attention", "[doc]") {
+  Tensor q = Tensor::randn({2, 4, 8}), k = Tensor::randn({2, 6, 8}), v = Tensor::randn({2, 6, 8});
+  Tensor keep = Tensor::arange(6) < 4;              // keys 0..3 take part
+  Tensor out = scaled_dot_product_attention(q, k, v, keep);
+  Tensor causal = scaled_dot_product_attention(q, q, q, Tensor(), /*is_causal=*/true);
+  CHECK(out.shape() == Shape{2, 4, 8});
+  CHECK(causal.shape() == Shape{2, 4, 8});
+}
+
+TEST_CASE("pytorch.md: modules: assignment and state dicts", "[doc]") {
+  heed::manual_seed(123);
+  nn::Linear lin(2, 1);
+  lin.weight = Tensor::from_vector({0.43, 0.15}, {1, 2}).requires_grad_();
+  CHECK(lin.named_parameters()[0].second.same(lin.weight));   // the optimizer will see it
+  nn::Linear other(2, 1);
+  other.load_state_dict(lin.state_dict());
+  CHECK(other.weight.to_vector<float>() == lin.weight.to_vector<float>());
+}
+
+TEST_CASE("pytorch.md: functional: cross_entropy on id tensors", "[doc]") {
+  Tensor logits = Tensor::randn({3, 5}).requires_grad_();
+  Tensor targets = Tensor({1, 4, 0});
+  Tensor loss = cross_entropy(logits, targets);
+  loss.backward();
+  CHECK(logits.grad().shape() == Shape{3, 5});
+}
+
+namespace {
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+// Each line without its leading spaces: the snippets are indented here, not on the page.
+std::string unindented(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) out += line.substr(std::min(line.find_first_not_of(' '), line.size())) + "\n";
+  return out;
+}
+}  // namespace
+
+TEST_CASE("pytorch.md: every snippet of the page is compiled by this file", "[doc]") {
+  const std::string page = read_text(std::string(HEED_SOURCE_DIR) + "/docs/pytorch.md");
+  const std::string self = unindented(read_text(std::string(HEED_SOURCE_DIR) + "/tests/core/test_pytorch_doc.cpp"));
+  const std::string open = "```cpp\n", close = "```";
+  int blocks = 0;
+  for (size_t at = page.find(open); at != std::string::npos; at = page.find(open, at)) {
+    const size_t begin = at + open.size(), end = page.find(close, begin);
+    REQUIRE(end != std::string::npos);
+    const std::string block = page.substr(begin, end - begin);
+    INFO(block);
+    REQUIRE(self.find(unindented(block)) != std::string::npos);
+    ++blocks;
+    at = end + close.size();
+  }
+  REQUIRE(blocks == 4);
+}
