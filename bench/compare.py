@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """heed vs PyTorch, side by side: runs `heed bench` and the PyTorch reference
-(scripts/torch_reference.py --bench) alternately (A B A B ...) for each config, and prints
-per config the heed/PyTorch ratio of tokens/s (median and spread over the pairs), the peak RSS
-of each program, and the model FLOP utilisation (MFU) of each against the machine's measured
-2-thread SGEMM peak (OpenBLAS's cblas_sgemm on 2048 x 2048 matrices, timed here: sgemm_peak).
+(scripts/torch_reference.py --bench) alternately for each config, each pair running every heed
+precision (--precision fp32 / bf16) and every PyTorch mode (fp32, and bf16 under
+torch.autocast("cpu", dtype=torch.bfloat16)) in turn, and prints per config: the ratios of
+tokens/s (median and spread over the pairs) of each heed precision to each PyTorch mode and of heed
+bf16 to heed fp32, the peak RSS of each program, and the model FLOP utilisation (MFU) of each
+against this CPU's measured per-core fp32 FMA and bf16 dot-product peaks times the threads
+(`heed bench` measures them: core/cpu.h). The host (CPU model, ISA, caches, peaks) and the load
+(uptime) before and after are printed too. The 2-thread OpenBLAS SGEMM rate (cblas_sgemm on
+2048 x 2048, timed here: sgemm_peak) is printed beside them as the practical fp32 ceiling.
 
 FLOPs per iteration (nanoGPT's estimate_mfu, PaLM appendix B), for one forward+backward:
     (6 * N + 12 * n_layer * n_embd * block_size) * block_size * batch_size
 with N the parameters less the position embedding (the tied lm_head counted once).
 
 Usage: bench/compare.sh [--pairs 3] [--configs tiny baby small] [--heed build/heed]
-                        [--torch-splits 2,2 1,2] [--iters-scale 1.0]
-Each pair runs heed, then PyTorch under every thread split; the ratio uses PyTorch's fastest.
+                        [--precisions fp32 bf16] [--torch-precisions fp32 bf16]
+                        [--threads 2] [--torch-splits 2,2 1,2] [--iters-scale 1.0]
+Each PyTorch mode runs under every thread split; the ratios use PyTorch's fastest per mode.
 Both programs run in this environment (say which OPENBLAS_CORETYPE, if any, when quoting).
 """
 import argparse
@@ -86,73 +92,116 @@ def sgemm_peak(env, threads=2):
         return None
 
 
+def load():
+    """uptime's load averages, for the record of how busy the machine was."""
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
 def main():
     ap = argparse.ArgumentParser(description="heed vs PyTorch tokens/s, alternating runs")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
     ap.add_argument("--heed", default=os.path.join(ROOT, "build", "heed"))
-    ap.add_argument("--torch-splits", nargs="+", default=["2,2", "1,2"],
-                    help="PyTorch's --threads,--blas_threads settings; each pair runs every one "
-                         "and compares heed with PyTorch's fastest")
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"],
+                    help="heed's --precision values to run")
+    ap.add_argument("--torch-precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"],
+                    help="the reference's --precision values (bf16: torch.autocast)")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="heed's --threads, and the thread count MFU's peak is multiplied by")
+    ap.add_argument("--torch-splits", nargs="+", default=None,
+                    help="PyTorch's --threads,--blas_threads settings (default with --threads 2: 2,2 and "
+                         "1,2; else N,N); each pair runs every one and compares heed with PyTorch's fastest")
     ap.add_argument("--iters-scale", type=float, default=1.0)
     a = ap.parse_args()
     env = dict(os.environ)
+    if a.torch_splits is None:
+        a.torch_splits = ["2,2", "1,2"] if a.threads == 2 else [f"{a.threads},{a.threads}"]
     splits = [tuple(x.split(",")) for x in a.torch_splits]
-    peak = sgemm_peak(env)
+    print(f"# load before (1, 5, 15 min): {load()}", flush=True)
+    sgemm = sgemm_peak(env, a.threads)
     print(f"# OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '(unset)')}; "
-          f"2-thread SGEMM peak (square 2048, median): {peak} GFLOP/s; "
+          f"{a.threads}-thread SGEMM rate (square 2048, median): {sgemm} GFLOP/s; "
           f"PyTorch splits (--threads,--blas_threads): {' '.join(a.torch_splits)}", flush=True)
-    print("# MFU = training FLOPs per iteration / seconds per iteration / SGEMM peak, with FLOPs per "
-          "iteration = (6 N + 12 n_layer n_embd block_size) * block_size * batch_size (nanoGPT's "
-          "estimate_mfu; N = parameters less the position embedding)", flush=True)
-    summary = []
+    print(f"# MFU = training FLOPs per iteration / seconds per iteration / ({a.threads} x the measured per-core peak), "
+          "with FLOPs per iteration = (6 N + 12 n_layer n_embd block_size) * block_size * batch_size "
+          "(nanoGPT's estimate_mfu; N = parameters less the position embedding)", flush=True)
+    summary, host = [], None
     for name in a.configs:
         L, H, C, T, B, iters = CONFIGS[name]
         iters = max(2, int(iters * a.iters_scale))
         flags = ["--n-layer", str(L), "--n-head", str(H), "--n-embd", str(C), "--block-size", str(T),
                  "--batch-size", str(B), "--dropout", "0"]
-        heed_cmd = [a.heed, "bench", *flags, "--no-bias", "--threads", "2", "--iters", str(iters)]
-        torch_cmds = {f"{tt},{tb}": ["/usr/bin/python3", REFERENCE, *flags,
-                                    "--threads", tt, "--blas-threads", tb, "--bench", str(iters)]
-                      for tt, tb in splits}
-        ratios, heed_tps, torch_tps, fl = [], [], [], None
-        heed_rss, torch_rss = [], []
+        heed_cmds = {p: [a.heed, "bench", *flags, "--no-bias", "--threads", str(a.threads), "--iters", str(iters),
+                         "--precision", p] for p in a.precisions}
+        torch_cmds = {(p, f"{tt},{tb}"): ["/usr/bin/python3", REFERENCE, *flags, "--threads", tt,
+                                          "--blas-threads", tb, "--bench", str(iters), "--precision", p]
+                      for p in a.torch_precisions for tt, tb in splits}
+        tps = {f"heed {p}": [] for p in a.precisions}
+        tps.update({f"torch {p}": [] for p in a.torch_precisions})
+        ratios = {}
+        best_split, fl, peaks = {}, None, None
         for pair in range(a.pairs):
-            h = run(heed_cmd, env)
-            runs = {split: run(cmd, env) for split, cmd in torch_cmds.items()}
-            best = max(runs, key=lambda k: runs[k]["tokens_per_s"])
-            t = runs[best]
-            heed_tps.append(h["tokens_per_s"])
-            torch_tps.append(t["tokens_per_s"])
-            ratios.append(h["tokens_per_s"] / t["tokens_per_s"])
-            if h["params"] != t["params"]:
-                sys.exit(f"{name}: heed has {h['params']} parameters, PyTorch {t['params']}")
-            fl = t["flops_per_iter"]  # the reference's own count (formula in this file's doc)
-            others = ", ".join(f"{k}: {v['ms_per_iter_median']:.2f}" for k, v in runs.items())
-            print(f"  {name} pair {pair + 1}: heed {h['ms_per_iter']:.2f} ms/iter, "
-                  f"torch {t['ms_per_iter_median']:.2f} ms/iter (split {best}; {others}), "
-                  f"ratio {ratios[-1]:.2f}", flush=True)
-            best_split = best
-        heed_rss.append(child_rss(heed_cmd, env))
-        torch_rss.append(child_rss(torch_cmds[best_split], env))
-        mfu = lambda tps: (fl * tps / (T * B) / 1e9 / peak) if peak else None  # noqa: E731
-        row = {"config": name, "ratio_median": round(statistics.median(ratios), 3),
-               "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
-               "heed_tokens_per_s": statistics.median(heed_tps),
-               "torch_tokens_per_s": statistics.median(torch_tps),
-               "flops_per_iter": fl,
-               "heed_mfu": round(mfu(statistics.median(heed_tps)), 3) if peak else None,
-               "torch_mfu": round(mfu(statistics.median(torch_tps)), 3) if peak else None,
-               "heed_peak_rss_mib": heed_rss[0], "torch_peak_rss_mib": torch_rss[0]}
+            got = {}
+            for p, cmd in heed_cmds.items():
+                h = run(cmd, env)
+                got[f"heed {p}"] = h
+                host = host or h["cpu"]
+                peaks = h["cpu"]["peak_gflops_per_core"]
+            for p in a.torch_precisions:
+                runs = {split: run(cmd, env) for (q, split), cmd in torch_cmds.items() if q == p}
+                best = max(runs, key=lambda k: runs[k]["tokens_per_s"])
+                best_split[p] = best
+                got[f"torch {p}"] = runs[best]
+                fl = runs[best]["flops_per_iter"]  # the reference's own count (formula in this file's doc)
+            for k, v in got.items():
+                tps[k].append(v["tokens_per_s"])
+            params = {v["params"] for v in got.values()}
+            if len(params) != 1:
+                sys.exit(f"{name}: parameter counts differ: {params}")
+            line = []
+            for num in (k for k in got if k.startswith("heed")):
+                for den in got:
+                    if den == num or (den.startswith("heed") and not (num == "heed bf16" and den == "heed fp32")):
+                        continue
+                    r = got[num]["tokens_per_s"] / got[den]["tokens_per_s"]
+                    ratios.setdefault(f"{num} / {den}", []).append(r)
+                    line.append(f"{num}/{den} {r:.2f}")
+            times = ", ".join(f"{k} {v.get('ms_per_iter', v.get('ms_per_iter_median')):.2f} ms" for k, v in got.items())
+            print(f"  {name} pair {pair + 1}: {times}; {'; '.join(line)}", flush=True)
+        rss = {f"heed {p}": child_rss(cmd, env) for p, cmd in heed_cmds.items()}
+        rss.update({f"torch {p}": child_rss(torch_cmds[(p, best_split[p])], env) for p in a.torch_precisions})
+
+        def mfu(tokens_per_s, peak):
+            return round(fl * tokens_per_s / (T * B) / 1e9 / (a.threads * peak), 3) if peak else None
+        row = {"config": name, "flops_per_iter": fl,
+               "tokens_per_s": {k: statistics.median(v) for k, v in tps.items()},
+               "ratios": {k: {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
+                              "max": round(max(v), 3)} for k, v in ratios.items()},
+               "mfu_fp32_peak": {k: mfu(statistics.median(v), peaks["fp32_fma"]) for k, v in tps.items()},
+               "mfu_bf16_peak": {k: mfu(statistics.median(v), peaks["bf16_dot"]) for k, v in tps.items()},
+               "peak_rss_mib": rss, "torch_best_split": best_split}
         summary.append(row)
         print(json.dumps(row), flush=True)
-    print("\n| config | heed/PyTorch tokens/s (median, min–max) | heed MFU | PyTorch MFU | RSS heed / PyTorch (MiB) |")
+    print(f"# load after (1, 5, 15 min): {load()}")
+    if host:
+        print(f"# host: {host['model_name']} ({host['vendor']} family {host['family']} model {host['model']}), "
+              f"isa {','.join(k for k, v in host['isa'].items() if v)}, per-core peaks fp32 "
+              f"{host['peak_gflops_per_core']['fp32_fma']} / bf16 {host['peak_gflops_per_core']['bf16_dot']} GFLOP/s")
+        print("# cpu_json: " + json.dumps(host))
+    print("\n| config | ratio (median, min–max over pairs) | | MFU vs fp32 peak | MFU vs bf16 peak |")
     print("|---|---|---|---|---|")
     for r in summary:
-        rss = (f"{r['heed_peak_rss_mib']:.0f} / {r['torch_peak_rss_mib']:.0f}"
-               if r["heed_peak_rss_mib"] and r["torch_peak_rss_mib"] else "n/a")
-        print(f"| {r['config']} | {r['ratio_median']:.2f}× ({r['ratio_min']:.2f}–{r['ratio_max']:.2f}) | "
-              f"{r['heed_mfu']} | {r['torch_mfu']} | {rss} |")
+        for k, v in r["ratios"].items():
+            num = k.split(" / ")[0]
+            print(f"| {r['config']} | {k} | {v['median']:.2f}× ({v['min']:.2f}–{v['max']:.2f}) | "
+                  f"{r['mfu_fp32_peak'][num]} | {r['mfu_bf16_peak'][num]} |")
+        for k in r["tokens_per_s"]:
+            if k.startswith("torch"):
+                print(f"| {r['config']} | {k} (reference) | | {r['mfu_fp32_peak'][k]} | {r['mfu_bf16_peak'][k]} |")
 
 
 if __name__ == "__main__":

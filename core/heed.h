@@ -2,6 +2,7 @@
 // include directory the heed::heed target adds) gives tensors, autograd, ops and gradcheck.
 #pragma once
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"

@@ -13,9 +13,11 @@
 #include <limits>
 #include <memory>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/ops/attention_kernels.h"
+#include "core/ops/gemm_bf16.h"
 #include "core/ops/simd_rows.h"
 #include "core/ops/strided.h"
 #include "core/parallel.h"
@@ -176,6 +178,7 @@ struct HeadsCall {
   int64_t B = 0, Tq = 0, Tk = 0, nh = 0, hd = 0, C = 0;
   double scale = 1, p = 0;
   bool causal = false;
+  std::optional<Bf16Kernel> bf16;  // float products in bf16 (autocast_bf16() at the call), else fp32
   Tensor att, dropped;  // (B, nh, Tq, Tk): the softmax weights, and the same after dropout
 
   int64_t visible(int64_t i) const { return visible_keys(i, Tq, Tk, causal); }
@@ -280,12 +283,94 @@ std::shared_ptr<HeadsCall> heads_call(const HeadInput& q, const HeadInput& k, co
   c->B = qd.size(0), c->Tq = qd.size(1), c->Tk = kd.size(1);
   c->nh = o.n_head, c->hd = d_model / o.n_head, c->C = d_model;
   c->scale = o.scale, c->causal = o.causal, c->p = o.dropout;
+  if (qd.dtype() == DType::f32) c->bf16 = autocast_bf16();
   check_mask(o.key_padding, c->B, c->Tk, "attention_heads", kd.shape());
   return c;
 }
 
+// ------------------------------------------------------------------------------------------
+// The same under bf16 autocast (float only): every head's products are gemm_bf16_batched calls
+// over the whole (B, nh) grid, the masked softmax and dropout stay fp32 between them. The causal
+// mask becomes the products' skips (diagonal Tk - Tq): scores above it are not computed (the
+// softmax never reads them) and the weights' zeros above it are not read.
+
+// Head (b, h) of role r's source as a batched operand.
+Bf16Operand bf16_head(const HeadsCall& c, size_t r, bool trans) {
+  const Tensor& t = c.data[c.src[r]];
+  return {t.data<float>() + c.off[r], t.strides()[1], trans, t.strides()[0], c.hd};
+}
+// A (B, nh, Tq, Tk) tensor of per-head matrices (weights or their gradient).
+Bf16Operand bf16_weights(const Tensor& w, const HeadsCall& c, bool trans) {
+  return {w.data<float>(), c.Tk, trans, c.nh * c.Tq * c.Tk, c.Tq * c.Tk};
+}
+GemmBf16Options bf16_options(const HeadsCall& c, Bf16Skip skip, int64_t diagonal) {
+  return {*c.bf16, c.causal ? skip : Bf16Skip::none, diagonal};
+}
+// Heads per parallel chunk of the fp32 work between the products (about Tq Tk elements a head).
+int64_t row_grain(const HeadsCall& c) { return std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, c.Tq * c.Tk)); }
+
+Tensor attention_heads_forward_bf16(HeadsCall& c, const KeyPaddingMask* mask, Generator* gen) {
+  c.att = Tensor::empty({c.B, c.nh, c.Tq, c.Tk});
+  Tensor out = Tensor::empty({c.B, c.Tq, c.C});
+  const int64_t diagonal = c.Tk - c.Tq;
+  gemm_bf16_batched(c.B, c.nh, c.Tq, c.Tk, c.hd, bf16_head(c, 0, false), bf16_head(c, 1, true), 0.0f,
+                    {c.att.data<float>(), c.Tk, c.nh * c.Tq * c.Tk, c.Tq * c.Tk},
+                    bf16_options(c, Bf16Skip::c_above, diagonal));
+  parallel_for(c.B * c.nh, row_grain(c), [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      float* att = c.att.data<float>() + bh * c.Tq * c.Tk;
+      masked_softmax_forward<float>(att, att, mask ? mask->pad.data() + bh / c.nh * c.Tk : nullptr,
+                                    static_cast<float>(c.scale), c.Tq, c.Tq, c.Tk, c.causal);
+    }
+  });
+  c.dropped = c.att;
+  if (c.p > 0.0) {  // one generator, drawn row after row: serial
+    c.dropped = c.att.clone();
+    weights_dropout_forward<float>(c.dropped.data<float>(), c.p, *gen, c.B * c.nh * c.Tq, c.Tq, c.Tk, c.causal);
+  }
+  gemm_bf16_batched(c.B, c.nh, c.Tq, c.hd, c.Tk, bf16_weights(c.dropped, c, false), bf16_head(c, 2, false), 0.0f,
+                    {out.data<float>(), c.C, c.Tq * c.C, c.hd}, bf16_options(c, Bf16Skip::a_above, diagonal));
+  return out;
+}
+
+// Head by head, as the fp32 path: one head's score gradient (Tq x Tk) is written, put through
+// dropout and the softmax, and read by dq and dk while it is in cache (whole-tensor batched
+// products would stream all B nh of them through memory between the steps).
+void attention_heads_backward_bf16(const HeadsCall& c, const Tensor& g, std::vector<Tensor>& grads) {
+  const int64_t diagonal = c.Tk - c.Tq;
+  const GemmBf16Options above = bf16_options(c, Bf16Skip::a_above, diagonal);
+  const GemmBf16Options below = bf16_options(c, Bf16Skip::a_below, -diagonal);
+  const GemmBf16Options scores = bf16_options(c, Bf16Skip::c_above, diagonal);
+  auto head = [&](size_t r, int64_t b, int64_t h) { return c.head<float>(r, b, h); };
+  auto grad_head = [&](size_t r, int64_t b, int64_t h) {
+    const Tensor& t = grads[c.src[r]];
+    return t.data<float>() + b * t.size(1) * t.size(2) + c.off[r] + h * c.hd;
+  };
+  auto grad_ld = [&](size_t r) { return grads[c.src[r]].size(2); };
+  parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
+    std::vector<float> ds(static_cast<size_t>(c.Tq * c.Tk));
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / c.nh, h = bh % c.nh, at = bh * c.Tq * c.Tk;
+      const float* dy = g.data<float>() + b * c.Tq * c.C + h * c.hd;
+      const float* dropped = c.dropped.data<float>() + at;
+      // d(weights) = dy v^T, then through dropout and the softmax: d(scores), the scale folded in.
+      gemm_bf16(false, true, c.Tq, c.Tk, c.hd, dy, c.C, head(2, b, h), c.ld(2), 0.0f, ds.data(), c.Tk, scores);
+      if (c.p > 0.0) weights_dropout_backward<float>(ds.data(), dropped, c.p, c.Tq * c.Tk);
+      masked_softmax_backward<float>(ds.data(), ds.data(), c.att.data<float>() + at, static_cast<float>(c.scale), c.Tq,
+                                     c.Tq, c.Tk, c.causal);
+      // dq = ds k; dk = ds^T q and dv = dropped^T dy.
+      gemm_bf16(false, false, c.Tq, c.hd, c.Tk, ds.data(), c.Tk, head(1, b, h), c.ld(1), 0.0f, grad_head(0, b, h),
+                grad_ld(0), above);
+      gemm_bf16(true, false, c.Tk, c.hd, c.Tq, ds.data(), c.Tk, head(0, b, h), c.ld(0), 0.0f, grad_head(1, b, h),
+                grad_ld(1), below);
+      gemm_bf16(true, false, c.Tk, c.hd, c.Tq, dropped, c.Tk, dy, c.C, 0.0f, grad_head(2, b, h), grad_ld(2), below);
+    }
+  });
+}
+
 // Every head's forward: fills c.att and c.dropped, returns the output (B, Tq, C).
 Tensor attention_heads_forward(HeadsCall& c, const KeyPaddingMask* mask, Generator* gen) {
+  if (c.bf16) return attention_heads_forward_bf16(c, mask, gen);
   const DType dtype = c.data[0].dtype();
   c.att = Tensor::empty({c.B, c.nh, c.Tq, c.Tk}, dtype);
   Tensor out = Tensor::empty({c.B, c.Tq, c.C}, dtype);
@@ -323,6 +408,10 @@ std::vector<Tensor> attention_heads_backward(const HeadsCall& c, const Tensor& g
     const Shape& shape = c.data[i].shape();
     // Fully covered (fused qkv, or a plain projection): every element is written below.
     grads[i] = covered == shape[2] ? Tensor::empty(shape, g.dtype()) : Tensor::zeros(shape, g.dtype());
+  }
+  if (c.bf16) {
+    attention_heads_backward_bf16(c, g, grads);
+    return grads;
   }
   visit_dtype(g.dtype(), [&]<class T>() {
     // Role r's channels of head h, batch row b, in its source's gradient (B, T, width), and its row stride.

@@ -6,7 +6,9 @@
 // lda/ldb. Batch axes are walked with per-operand strides (0 where an operand broadcasts), and the
 // gradient of a broadcast operand is summed by gemm itself (beta = 1 on repeat visits).
 // <cblas.h> lives in this file and core/parallel.cpp only: it clashes with xtensor-blas
-// (docs/platform.md, which also says how OpenBLAS picks its kernels).
+// (docs/platform.md, which also says how OpenBLAS picks its kernels). Under AutocastBF16
+// (core/autocast.h) float products run gemm_bf16 instead; the precision is read when the op is
+// called and captured for its backward.
 #include <cblas.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -42,6 +45,9 @@ struct Mat {
   template <class T>
   T* ptr() const { return static_cast<T*>(data) + offset; }
 };
+
+// The bf16 kernel a float product runs (autocast_bf16() when its op was called), or nullopt: BLAS.
+using Bf16 = std::optional<Bf16Kernel>;
 
 using Layout = std::optional<std::pair<bool, int64_t>>;  // (trans, ld)
 
@@ -129,12 +135,15 @@ Mat output_mat(const Tensor& t, const Shape& batch) {
 // C = op(A) @ op(B) + beta C for one m x n x k product, row-major.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc) {
+          int64_t ldb, T beta, T* c, int64_t ldc, Bf16 bf16 = std::nullopt) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum; OpenBLAS versions disagree on whether k == 0 still scales C
     if (beta == T(0))
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16) return gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, {.kernel = *bf16});  // splits itself
   }
   constexpr int64_t kMax = std::numeric_limits<blasint>::max();
   HEED_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
@@ -169,15 +178,15 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
 
 // C = op(A) @ op(B) + beta C for batch 0 of each operand.
 template <class T>
-void gemm(const Mat& A, const Mat& B, const Mat& C, T beta) {
-  gemm<T>(A.trans, B.trans, C.rows, C.cols, A.cols, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, beta, C.ptr<T>(), C.ld);
+void gemm(const Mat& A, const Mat& B, const Mat& C, T beta, Bf16 bf16) {
+  gemm<T>(A.trans, B.trans, C.rows, C.cols, A.cols, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, beta, C.ptr<T>(), C.ld, bf16);
 }
 
 // C[i] = op(A[i]) @ op(B[i]) for every index i of `batch`. Where C has stride 0 along a batch
 // axis (the gradient of a broadcast operand) the products along it are summed into one matrix:
 // its first visit writes (beta 0), later ones accumulate (beta 1). Does nothing for an empty batch.
 template <class T>
-void batched_gemm(const Shape& batch, const Mat& A, const Mat& B, const Mat& C) {
+void batched_gemm(const Shape& batch, const Mat& A, const Mat& B, const Mat& C, Bf16 bf16) {
   const int64_t m = C.rows, n = C.cols, k = A.cols;
   int64_t nb = 1;
   std::vector<size_t> axes;  // the batch axes longer than 1, the only ones that move pointers
@@ -186,7 +195,7 @@ void batched_gemm(const Shape& batch, const Mat& A, const Mat& B, const Mat& C) 
     if (batch[d] > 1) axes.push_back(d);
   }
   if (nb == 0 || m == 0 || n == 0) return;
-  if (axes.empty()) return gemm<T>(A, B, C, T(0));
+  if (axes.empty()) return gemm<T>(A, B, C, T(0), bf16);
 
   // Do the strides continue a matrix's rows across the batch axes (batch i starts where i-1 ended)?
   auto continues = [&](const Shape& st, int64_t inner) {
@@ -201,11 +210,11 @@ void batched_gemm(const Shape& batch, const Mat& A, const Mat& B, const Mat& C) 
   };
   // One big gemm beats many small ones. (B, T, C) @ (C, D): the batches are more rows of A and C.
   if (broadcast(B.bstrides) && !A.trans && continues(A.bstrides, m * A.ld) && continues(C.bstrides, m * C.ld))
-    return gemm<T>(false, B.trans, nb * m, n, k, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, T(0), C.ptr<T>(), C.ld);
+    return gemm<T>(false, B.trans, nb * m, n, k, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, T(0), C.ptr<T>(), C.ld, bf16);
   // Its weight gradient, sum_i A[i]^T G[i]: the batches are more of the summed (k) axis.
   if (broadcast(C.bstrides) && A.trans && !B.trans && continues(A.bstrides, k * A.ld) &&
       continues(B.bstrides, k * B.ld))
-    return gemm<T>(true, false, m, n, nb * k, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, T(0), C.ptr<T>(), C.ld);
+    return gemm<T>(true, false, m, n, nb * k, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, T(0), C.ptr<T>(), C.ld, bf16);
 
   const T* pa = A.ptr<T>();
   const T* pb = B.ptr<T>();
@@ -215,7 +224,7 @@ void batched_gemm(const Shape& batch, const Mat& A, const Mat& B, const Mat& C) 
   for (int64_t it = 0; it < nb; ++it) {
     // C's matrix is visited first when every index along C's broadcast axes is 0.
     const bool first = std::all_of(axes.begin(), axes.end(), [&](size_t d) { return C.bstrides[d] != 0 || idx[d] == 0; });
-    gemm<T>(A.trans, B.trans, m, n, k, pa + oa, A.ld, pb + ob, B.ld, first ? T(0) : T(1), pc + oc, C.ld);
+    gemm<T>(A.trans, B.trans, m, n, k, pa + oa, A.ld, pb + ob, B.ld, first ? T(0) : T(1), pc + oc, C.ld, bf16);
     for (size_t j = axes.size(); j-- > 0;) {
       const size_t d = axes[j];
       if (++idx[d] < batch[d]) {
@@ -266,12 +275,13 @@ static Tensor matmul_batched(const Tensor& a, const Tensor& b) {
   Tensor ua, ub;
   const Mat A = operand(a, batch, ua), B = operand(b, batch, ub);
   Tensor out = Tensor::empty(out_shape, a.dtype());
-  visit_dtype(a.dtype(), [&]<class T>() { batched_gemm<T>(batch, A, B, output_mat(out, batch)); });
+  const Bf16 bf16 = autocast_bf16();
+  visit_dtype(a.dtype(), [&]<class T>() { batched_gemm<T>(batch, A, B, output_mat(out, batch), bf16); });
 
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   // dA = g @ B^T needs only B and dB = A^T @ g only A: keep just what the backward reads.
   return record("matmul", out, {a, b},
-                [A, B, batch, need_a, need_b, sa = a.shape(), sb = b.shape(), keep_a = need_b ? ua.detach() : Tensor(),
+                [A, B, batch, need_a, need_b, bf16, sa = a.shape(), sb = b.shape(), keep_a = need_b ? ua.detach() : Tensor(),
                  keep_b = need_a ? ub.detach() : Tensor()](const Tensor& g) {
     Tensor gu;
     const Mat G = operand(g, batch, gu);
@@ -282,11 +292,11 @@ static Tensor matmul_batched(const Tensor& a, const Tensor& b) {
     visit_dtype(g.dtype(), [&]<class T>() {
       if (need_a) {
         grads[0] = buffer(sa);
-        batched_gemm<T>(batch, G, B.t(), output_mat(grads[0], batch));
+        batched_gemm<T>(batch, G, B.t(), output_mat(grads[0], batch), bf16);
       }
       if (need_b) {
         grads[1] = buffer(sb);
-        batched_gemm<T>(batch, A.t(), G, output_mat(grads[1], batch));
+        batched_gemm<T>(batch, A.t(), G, output_mat(grads[1], batch), bf16);
       }
     });
     return grads;
@@ -335,6 +345,7 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
   const Mat X = folded_operand(x, rows, ux);
   const Mat W = operand(w, {}, uw);
   Tensor y = Tensor::empty(out_shape, x.dtype());
+  const Bf16 bf16 = autocast_bf16();
   const Mat Y = make_mat(y, {}, rows, out_f, std::pair{false, std::max<int64_t>(out_f, 1)});
   visit_dtype(x.dtype(), [&]<class T>() {
     // C starts as r + b, r, or b, row by row in one pass over the threads (residual streams are
@@ -360,12 +371,12 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
       });
     }
     const T beta = start ? 1 : 0;
-    gemm<T>(X, W.t(), Y, beta);
+    gemm<T>(X, W.t(), Y, beta, bf16);
   });
 
   const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = has_b && b.requires_grad();
   return record(op, y, {x, w, b, r},
-                [X, W, rows, need_x, need_w, need_b, sx = x.shape(), sw = w.shape(),
+                [X, W, rows, need_x, need_w, need_b, bf16, sx = x.shape(), sw = w.shape(),
                  keep_x = need_w ? ux.detach() : Tensor(), keep_w = need_x ? uw.detach() : Tensor()](const Tensor& g) {
     const int64_t out_f = sw[0], in = sw[1];
     Tensor gu;
@@ -376,10 +387,10 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
       if (need_x) grads[0] = Tensor::empty(sx, g.dtype());
       if (need_w) grads[1] = Tensor::empty(sw, g.dtype());
       auto dx = [&] {  // dx = g @ w
-        gemm<T>(G, W, make_mat(grads[0], {}, rows, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0));
+        gemm<T>(G, W, make_mat(grads[0], {}, rows, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0), bf16);
       };
       auto dw = [&] {  // dw = g^T @ x, every row at once
-        gemm<T>(G.t(), X, make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0));
+        gemm<T>(G.t(), X, make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0), bf16);
       };
       // On two threads the two products (equal work) run side by side, each whole on one core:
       // no split, no synchronisation inside either.

@@ -33,6 +33,7 @@ struct SampleOptions {
   int64_t top_k;
   int64_t seed;
   int64_t threads;
+  std::string precision;  ///< "fp32" or "bf16" (precision.h)
 };
 const OptionTable<SampleOptions>& sample_option_table();
 
@@ -41,6 +42,7 @@ struct EvalOptions {
   std::string data;
   int64_t batch_size;  ///< windows per forward pass (does not change the result)
   int64_t threads;
+  std::string precision;  ///< "fp32" or "bf16" (precision.h)
 };
 const OptionTable<EvalOptions>& eval_option_table();
 

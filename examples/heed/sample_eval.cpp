@@ -5,11 +5,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "corpus.h"
 #include "io.h"
 #include "nn/gpt_checkpoint.h"
+#include "precision.h"
 #include "resources.h"
 #include "stop.h"
 #include "train_options.h"
@@ -47,6 +49,7 @@ OptionTable<SampleOptions> make_sample_table() {
        Role::local},
       {"seed", "seed", {}, &S::seed, int64_t(1337), {0, kInf}, "random seed", Role::local},
       {"threads", "threads", {}, &S::threads, int64_t(0), {0, double(kMaxThreads)}, "threads (0: all cores)", Role::local},
+      precision_option(&S::precision, Role::local),
   };
 }
 
@@ -58,6 +61,7 @@ OptionTable<EvalOptions> make_eval_table() {
       {"batch-size", "batch_size", {}, &E::batch_size, int64_t(64), {1, kInf},
        "windows per forward pass at most (fewer if memory or a batch's time bound needs; the result changes only past the 10th digit)", Role::local},
       {"threads", "threads", {}, &E::threads, int64_t(0), {0, double(kMaxThreads)}, "threads (0: all cores)", Role::local},
+      precision_option(&E::precision, Role::local),
   };
 }
 
@@ -97,6 +101,7 @@ const OptionTable<EvalOptions>& eval_option_table() {
 
 int run_sample(const SampleOptions& o) {
   check_ranges(sample_option_table(), o);
+  const AutocastBF16 autocast(precision_is_bf16(o.precision));
   apply_threads(o.threads);
   LoadedModel m = load_model(o.checkpoint);
   const nn::GPTConfig& c = m.model->config();
@@ -131,6 +136,7 @@ int run_sample(const SampleOptions& o) {
 int run_eval(const EvalOptions& o) {
   check_ranges(eval_option_table(), o);
   if (o.data.empty()) throw UsageError("--data is required");
+  const AutocastBF16 autocast(precision_is_bf16(o.precision));
   apply_threads(o.threads);
   LoadedModel m = load_model(o.checkpoint);
   const nn::GPTConfig& c = m.model->config();

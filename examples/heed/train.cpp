@@ -18,7 +18,9 @@
 
 #include "commands.h"
 #include "config_file.h"
+#include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/cpu.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "corpus.h"
@@ -30,6 +32,7 @@
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
 #include "optim/adam.h"
+#include "precision.h"
 #include "profile.h"
 #include "progress_line.h"
 #include "resources.h"
@@ -499,6 +502,7 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
     record = read_train_state(state, what_state);
     o = resumed_options(req, o, record, what_state);
   }
+  const AutocastBF16 autocast(precision_is_bf16(o.precision));  // the run's, recorded with its recipe
   apply_threads(o.threads);
 
   // The corpus, then the memory the whole run needs.
@@ -588,6 +592,7 @@ int bench_on(const TrainOptions& flags, dist::Communicator& world) {
   validate(o, bench_option_table());
   needs_data_parallel(world, o.grad_accum);
   check_training_memory(o, 1, corpus_memory(o.data));
+  const AutocastBF16 autocast(precision_is_bf16(o.precision));
   apply_threads(o.threads);
   Corpus corpus = load_corpus(o.data, o.block_size);
   check_training_memory(o, corpus.vocab.size());
@@ -617,12 +622,28 @@ int bench_on(const TrainOptions& flags, dist::Communicator& world) {
   // The job's tokens: every process's micro-batches.
   // Times to 0.1 us: a tiny model's step takes tens of microseconds, and tokens/s must follow from them.
   auto ms = [](double s) { return std::round(s * 1e7) / 1e4; };
+  // Model FLOPs per iteration as nanoGPT's estimate_mfu counts them (PaLM appendix B; the
+  // attention products over the whole T x T square), so MFU compares with PyTorch's figures;
+  // the peaks are this CPU's, measured now, per core, times the threads of every process.
+  const double T = double(o.block_size), tokens = double(o.grad_accum * o.batch_size) * T;
+  const double flops = (6.0 * double(trainer.model().num_params(true)) + 12.0 * double(o.n_layer * o.n_embd) * T) * tokens;
+  const double gflops = flops / median / 1e9;
+  const CpuPeaks& peaks = cpu_peaks();
+  const double cores = double(num_threads()) * double(world.size());
+  auto mfu = [&](double peak) { return peak > 0 ? json(std::round(gflops / (peak * cores) * 1e3) / 1e3) : json(); };
   json out = {{"ms_per_iter", ms(median)},
-              {"tokens_per_s", std::round(o.grad_accum * o.batch_size * o.block_size / median * 10) / 10},
+              {"tokens_per_s", std::round(tokens / median * 10) / 10},
               {"params", trainer.model().num_params(false)},
               {"ms_per_iter_min", ms(times.front())},
               {"ms_per_iter_max", ms(times.back())},
-              {"iters", o.bench_iters}};
+              {"iters", o.bench_iters},
+              {"precision", o.precision},
+              {"threads", num_threads()},
+              {"flops_per_iter", flops},
+              {"gflops", std::round(gflops * 10) / 10},
+              {"mfu_fp32_peak", mfu(peaks.fp32_fma_gflops)},
+              {"mfu_bf16_peak", mfu(peaks.bf16_dot_gflops)},
+              {"cpu", json::parse(cpu_json())}};
   if (world.size() > 1 || o.grad_accum > 1) {
     out["processes"] = world.size();
     out["grad_accum"] = o.grad_accum;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "commands.h"
+#include "precision.h"
 
 namespace heed::cli {
 
@@ -48,6 +49,7 @@ OptionTable<O> model_and_recipe() {
        "print time per op (forward/backward) and the GEMM share at the end", Role::local},
       {"overlap", "overlap", {}, &O::overlap, true, {},
        "under mpirun: reduce gradients while backward runs (--no-overlap: after it)", Role::local},
+      precision_option(&O::precision, Role::recipe),
   };
 }
 
@@ -105,6 +107,7 @@ void validate(const TrainOptions& o, const OptionTable<TrainOptions>& table) {
   require(std::isfinite(o.lr * static_cast<double>(o.warmup_iters + 1)),
           "--lr " + format_value(o.lr) + " is too large: the warm-up's lr x (--warmup-iters + 1) = lr x " +
               std::to_string(o.warmup_iters + 1) + " overflows");
+  precision_is_bf16(o.precision);  // fp32 or bf16, and bf16 only where the CPU has it
 }
 
 nn::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab_size) {

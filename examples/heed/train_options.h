@@ -30,6 +30,7 @@ struct TrainOptions {
   bool overlap;  ///< under mpirun: gradient buckets travel during backward
   int64_t sample_tokens;  ///< the short sample printed at the end
   int64_t bench_iters;    ///< `heed bench --iters`
+  std::string precision;  ///< "fp32" or "bf16" (precision.h)
 };
 
 /// The most iterations any iteration count may name (far beyond any run; keeps counters exact).

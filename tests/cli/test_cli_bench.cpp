@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/cpu.h"
 #include "nn/gpt.h"
 #include "support/process.h"
 
@@ -47,6 +48,47 @@ TEST_CASE("heed bench prints one JSON line: median ms per iteration, tokens/s an
   // Every parameter of the model bench built, the position embedding included.
   nn::GPT model(nn::GPTConfig{.vocab_size = 9, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 16});
   REQUIRE(j.at("params").get<int64_t>() == model.num_params(false));
+}
+
+TEST_CASE("heed bench reports the precision, model FLOPs, MFU against the CPU's measured peaks, and the CPU", "[cli]") {
+  ScratchDir dir("bench-precision");
+  const std::string corpus = write_corpus(dir);
+  const bool bf16_cpu = cpu_info().avx512_bf16 && cpu_info().avx512bw;
+  for (const char* precision : {"fp32", "bf16"}) {
+    INFO(precision);
+    ProcessResult r = run_heed(cat({"bench", "--data", corpus, "--iters", "3", "--precision", precision},
+                                   kModel));
+    if (std::string(precision) == "bf16" && !bf16_cpu) {  // refused, naming what is missing
+      require_clean_error(r, 1, {"--precision bf16", "AVX512_BF16"});
+      continue;
+    }
+    require_ok(r);
+    const json j = json::parse(r.out);
+    CHECK(j.at("precision") == precision);
+    CHECK(j.at("threads") == 1);
+    // nanoGPT's count: (6 N + 12 L C T) T B, N without the position embedding (8 x 16)
+    nn::GPT model(nn::GPTConfig{.vocab_size = 9, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 16});
+    const double flops = (6.0 * double(model.num_params(true)) + 12.0 * 16 * 8) * 8 * 3;
+    CHECK(j.at("flops_per_iter").get<double>() == flops);
+    // GFLOP/s from the printed median (rounded to 1 us, a few percent of this tiny step) and
+    // itself printed to 0.1
+    const double ms = j.at("ms_per_iter").get<double>(), gflops = flops / (ms / 1e3) / 1e9;
+    CHECK(j.at("gflops").get<double>() == Approx(gflops).epsilon(0.6e-3 / ms).margin(0.06));
+    const double printed_gflops = j.at("gflops").get<double>();
+    const json& cpu = j.at("cpu");
+    CHECK(cpu.at("model_name").is_string());
+    const double fp32_peak = cpu.at("peak_gflops_per_core").at("fp32_fma").get<double>();
+    REQUIRE(fp32_peak > 0);
+    CHECK(j.at("mfu_fp32_peak").get<double>() == Approx(printed_gflops / fp32_peak).margin(1e-3));
+    if (bf16_cpu) {
+      const double bf16_peak = cpu.at("peak_gflops_per_core").at("bf16_dot").get<double>();
+      CHECK(j.at("mfu_bf16_peak").get<double>() == Approx(printed_gflops / bf16_peak).margin(1e-3));
+    } else {
+      CHECK(j.at("mfu_bf16_peak").is_null());
+    }
+  }
+  require_clean_error(run_heed(cat({"bench", "--data", corpus, "--precision", "fp16"}, kModel)), 2,
+                      {"--precision fp16", "fp32 or bf16"});
 }
 
 TEST_CASE("heed train and bench --profile print time per op type, forward and backward apart, and the GEMM share", "[cli]") {

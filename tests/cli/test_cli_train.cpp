@@ -16,6 +16,7 @@
 #include <set>
 #include <toml++/toml.h>
 
+#include "core/cpu.h"
 #include "core/heed.h"
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
@@ -420,6 +421,68 @@ TEST_CASE("heed train --resume after a run stopped early gives the uninterrupted
   }
   // dropout is really on in the second pair, so its generators had to be restored
   CHECK(final_model["0"] != final_model["0.2"]);
+}
+
+TEST_CASE("heed train --precision bf16: recorded with the recipe, --resume bit-exact, eval and sample take it too",
+          "[cli][bf16]") {
+  ScratchDir dir("precision");
+  write_file(dir / "corpus.txt", utf8(make_text(600)));
+  const auto flags = cat(tiny_flags(), {"--data", dir / "corpus.txt", "--precision", "bf16"});
+  if (!(cpu_info().avx512_bf16 && cpu_info().avx512bw)) {  // refused before anything is written
+    require_clean_error(run_heed(cat({"train"}, cat(flags, {"--out", dir / "run"}))), 1, {"AVX512_BF16", "fp32"});
+    CHECK(!std::filesystem::exists(dir / "run"));
+    WARN("this CPU has no AVX512_BF16: only the refusal was checked");
+    return;
+  }
+  // --resume restores the precision from the run's state (not given again), and the bits match
+  for (const char* dropout : {"0", "0.2"}) {
+    INFO("dropout " << dropout);
+    auto [full, part] = full_and_resumed(dir, std::string("bf16-") + dropout, cat(flags, {"--dropout", dropout}));
+    CHECK(log_losses(part + "/log.jsonl") == log_losses(full + "/log.jsonl"));
+    CHECK(read_file(part + "/model.safetensors") == read_file(full + "/model.safetensors"));
+    CHECK(tensors_of(part + "/train_state.safetensors") == tensors_of(full + "/train_state.safetensors"));
+    CHECK(read_toml(full + "/config.toml")["precision"].value<std::string>() == "bf16");
+  }
+  // the same recipe in fp32 trains differently (bf16 really ran), to nearly the same losses
+  train(cat(tiny_flags(), {"--data", dir / "corpus.txt", "--dropout", "0", "--out", dir / "fp32", "--max-iters", "20"}));
+  CHECK(read_toml(dir / "fp32/config.toml")["precision"].value<std::string>() == "fp32");
+  const auto l32 = log_losses(dir / "fp32/log.jsonl"), l16 = log_losses(dir / "full-bf16-0/log.jsonl");
+  REQUIRE(l32.size() == l16.size());
+  CHECK(l32 != l16);
+  for (size_t i = 0; i < l32.size(); ++i)
+    for (size_t j = 1; j < l32[i].size(); ++j) CHECK(std::fabs(l32[i][j] - l16[i][j]) < 0.05);
+  // a training state written before --precision existed (no "precision" recorded) resumes, in fp32
+  {
+    const std::string old_state = dir / "fp32/train_state.safetensors";
+    nn::SafetensorsFile f = nn::load_safetensors(old_state);
+    json o = json::parse(f.metadata.at("options"));
+    REQUIRE(o.at("precision") == "fp32");
+    o.erase("precision");
+    f.metadata["options"] = o.dump();
+    nn::save_safetensors(old_state, f.tensors, f.metadata);
+    train({"--resume", "--out", dir / "fp32", "--max-iters", "25", "--threads", "1", "--sample-tokens", "0"});
+    CHECK(read_toml(dir / "fp32/config.toml")["precision"].value<std::string>() == "fp32");
+  }
+  // the recipe's precision cannot change on --resume
+  require_clean_error(run_heed({"train", "--resume", "--out", dir / "part-bf16-0", "--max-iters", "30", "--precision",
+                                "fp32"}),
+                      2, {"--precision", "--resume"});
+
+  // eval --precision bf16: the library's loss under AutocastBF16; fp32 differs slightly
+  const std::string ckpt = dir / "fp32/model.safetensors";
+  ProcessResult r32 = run_heed({"eval", "--checkpoint", ckpt, "--data", dir / "corpus.txt", "--threads", "1"});
+  ProcessResult r16 = run_heed(
+      {"eval", "--checkpoint", ckpt, "--data", dir / "corpus.txt", "--threads", "1", "--precision", "bf16"});
+  require_ok(r32);
+  require_ok(r16);
+  const double e32 = json::parse(r32.out).at("loss").get<double>(), e16 = json::parse(r16.out).at("loss").get<double>();
+  CHECK(e32 != e16);
+  CHECK(std::fabs(e32 - e16) < 0.02);
+  // sample --precision bf16 runs and prints as many characters
+  ProcessResult s16 = run_heed({"sample", "--checkpoint", ckpt, "--tokens", "20", "--precision", "bf16", "--threads", "1"});
+  require_ok(s16);
+  CHECK(s16.out.size() >= 21);
+  require_clean_error(run_heed({"sample", "--checkpoint", ckpt, "--precision", "bf17"}), 2, {"--precision bf17"});
 }
 
 TEST_CASE("heed train --resume extends a run that ended off the eval interval exactly as an uninterrupted run", "[cli]") {

@@ -1,0 +1,72 @@
+// heed: what processor this is. Kernels read their tile sizes, thread splits and paths from here
+// instead of from constants tuned on one machine: cache sizes size the blocks, the vector width
+// and instruction sets pick the code, and the measured peaks say how far a kernel is from what the
+// core can do (benchmarks report MFU against them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace heed {
+
+/// The processor, detected once (cpuid, the OS's enabled register state and the process's CPU
+/// affinity). Instruction sets are true only when the CPU has them *and* the OS saves their
+/// registers, so a kernel may use any that is set.
+struct CpuInfo {
+  std::string vendor;      ///< cpuid's vendor string: "GenuineIntel", "AuthenticAMD", ...
+  std::string model_name;  ///< the brand string, e.g. "AMD EPYC 9R14" (a VM may shorten it)
+  int family = 0, model = 0, stepping = 0;  ///< cpuid's display family, model and stepping
+
+  bool fma = false;          ///< FMA3
+  bool avx2 = false;
+  bool avx512f = false;      ///< AVX-512 foundation (512-bit registers, 32 of them)
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512_bf16 = false;  ///< VCVTNE2PS2BF16 and VDPBF16PS: the bf16 GEMM's hardware path
+  bool amx_bf16 = false;     ///< AMX tiles with bf16 (reported; heed has no AMX kernel)
+
+  /// Width in bytes of the widest vector registers heed's kernels use here: 64 with AVX-512, 32
+  /// with AVX2, else 16. fp32 lanes = vector_bytes / 4.
+  int vector_bytes = 16;
+
+  /// Data cache sizes in bytes: L1d and L2 of one core, L3 whole (shared by l3_shared_by
+  /// logical CPUs). From cpuid's cache descriptors; when those are missing (caches_detected is
+  /// false) the values are 32 KiB, 1 MiB and 8 MiB, a common shape, so blocking still works.
+  int64_t l1d_bytes = 32 << 10, l2_bytes = 1 << 20, l3_bytes = 8 << 20;
+  int l3_shared_by = 1;
+  int64_t cache_line_bytes = 64;
+  bool caches_detected = false;
+
+  /// Logical CPUs this process may run on (its affinity mask), at least 1.
+  int cores = 1;
+
+  /// The share of L3 one core can count on: l3_bytes over the CPUs sharing it (at most cores).
+  int64_t l3_per_core() const;
+};
+
+/// The processor heed runs on; detected on the first call (microseconds), then cached.
+const CpuInfo& cpu_info();
+
+/// Per-core arithmetic peaks in GFLOP/s, measured on the calling thread by a short
+/// microbenchmark: chains of independent multiply-adds at the widest vector width, enough
+/// chains to cover the instruction's latency, best of a few timed runs.
+struct CpuPeaks {
+  /// fp32 fused multiply-add (2 flops per lane); mul + add where there is no FMA.
+  double fp32_fma_gflops = 0;
+  /// VDPBF16PS on 512-bit registers (a pair of bf16 products added into each fp32 lane: 4 flops
+  /// per lane); 0 when the CPU has no AVX512_BF16.
+  double bf16_dot_gflops = 0;
+  double seconds = 0;  ///< how long the measurement took
+};
+
+/// The peaks, measured on the first call (about 0.1 s, under 0.5 s), then cached. Measure on a
+/// quiet machine: another process on the same core lowers both figures.
+const CpuPeaks& cpu_peaks();
+
+/// cpu_info() and cpu_peaks() as one JSON object on one line, for `heed bench` and benchmarks:
+/// {"vendor", "model_name", "family", "model", "stepping", "isa": {...}, "vector_bits",
+///  "cache_bytes": {"l1d", "l2", "l3", "l3_shared_by", "detected"}, "cores", "peak_gflops_per_core":
+///  {"fp32_fma", "bf16_dot", "seconds"}}. Measures the peaks if that has not happened yet.
+std::string cpu_json();
+
+}  // namespace heed

@@ -1,0 +1,102 @@
+// heed: matrix products with bf16 inputs and fp32 accumulation, for mixed precision (the
+// products of Linear and attention; see docs/performance.md, "bf16 kernels"). Not an autograd op:
+// the kernels that ops call, on raw row-major fp32 buffers, in the calling convention of cblas:
+//
+//   C (m x n) = op(A) (m x k) @ op(B) (k x n) + beta C,   op(X) = X or X^T,   beta 0 or 1.
+//
+// Linear:     y = x W^T      gemm_bf16(false, true,  rows, out, in,   x, in,  W, in,  0, y, out)
+//             dx = dy W      gemm_bf16(false, false, rows, in,  out,  dy, out, W, in, 0, dx, in)
+//             dW += dy^T x   gemm_bf16(true,  false, out,  in,  rows, dy, out, x, in, 1, dW, in)
+// Attention (per head, T x hd views with row stride ld; causal: diagonal = Tk - Tq):
+//             s = q k^T      gemm_bf16(false, true, Tq, Tk, hd, ...)  skip c_above
+//             y = p v        gemm_bf16(false, false, Tq, hd, Tk, ...) skip a_above
+//             dp = dy v^T    gemm_bf16(false, true, Tq, Tk, hd, ...)  skip c_above
+//             dq = ds k      gemm_bf16(false, false, Tq, hd, Tk, ...) skip a_above
+//             dk = ds^T q    gemm_bf16(true, false, Tk, hd, Tq, ...)  skip a_below, diagonal -(Tk - Tq)
+//             dv = p^T dy    gemm_bf16(true, false, Tk, hd, Tq, ...)  skip a_below, diagonal -(Tk - Tq)
+//
+// Every element of A and B is rounded to bf16 (to_bf16 in core/ops/bf16.h: nearest, ties to
+// even) once, when it is packed into the kernel's panels; each product of two bf16 values is exact
+// in fp32, and the sums are fp32: for each output, the pairs of products (k = 2p, 2p + 1) in
+// increasing p, the odd one first, each added with one fp32 rounding. As in VDPBF16PS, bf16
+// denormals count as zero in the products and fp32 denormal results become zero. C is fp32 in and
+// out. The order of the sums depends on the blocking, which depends on the CPU's caches (as
+// OpenBLAS's kernels do), never on the thread count: the same machine gives the same bits.
+//
+// Speed: C, A and B as heed's tensors are (64-byte aligned, rows a multiple of 16 floats apart)
+// run fastest; a row of C that starts mid-line splits every vector store in two.
+#pragma once
+
+#include <cstdint>
+
+namespace heed {
+
+/// The code that does the arithmetic. Both give the same bits for the same inputs (unless a
+/// product of two bf16 values is an fp32 denormal); the emulated one runs on any CPU.
+enum class Bf16Kernel {
+  automatic,    ///< avx512_bf16 where the CPU has it, else emulated
+  avx512_bf16,  ///< VDPBF16PS on 512-bit registers; throws heed::Error on a CPU without it
+  emulated,     ///< the same packing, products and sums on fp32 vector arithmetic
+};
+
+/// Parts of a product known to be unneeded or zero, relative to the diagonal col = row + diagonal
+/// (attention's causal mask), skipped a 12 x 32 tile of C or a 32-deep chunk of k at a time. The
+/// entries said to be zero must be (as the softmax's masked weights are): those within a chunk of
+/// the diagonal are still read, the others are not.
+enum class Bf16Skip {
+  none,
+  c_above,  ///< C(i, j) is not needed for j > i + diagonal: such entries may hold anything after
+  a_above,  ///< op(A)(i, k) is zero for k > i + diagonal
+  a_below,  ///< op(A)(i, k) is zero for k < i + diagonal
+};
+
+struct GemmBf16Options {
+  Bf16Kernel kernel = Bf16Kernel::automatic;
+  Bf16Skip skip = Bf16Skip::none;
+  int64_t diagonal = 0;
+};
+
+/// C = op(A) op(B) + beta C (see the top of this file), split over heed's threads
+/// (core/parallel.h) when large enough; inline when called from inside a parallel chunk. beta must
+/// be 0 (C is only written: it may hold anything, NaN included) or 1 (C accumulates). Throws
+/// heed::Error on a negative size, a leading dimension too small for its matrix, another beta, or
+/// a kernel the CPU lacks. Results do not depend on the thread count.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const GemmBf16Options& options = {});
+
+/// One operand of a batch of products indexed (o, i), o < outer, i < inner: matrix (o, i) starts
+/// at data + o * outer_stride + i * inner_stride (in floats). For attention's heads of a (B, T, C)
+/// tensor: outer = B with stride T C, inner = n_head with stride head_dim, ld = C.
+struct Bf16Operand {
+  const float* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  int64_t outer_stride = 0, inner_stride = 0;
+};
+struct Bf16Output {
+  float* data = nullptr;
+  int64_t ld = 0;
+  int64_t outer_stride = 0, inner_stride = 0;
+};
+
+/// outer x inner independent products C(o, i) = op(A(o, i)) op(B(o, i)) + beta C(o, i), each m x n
+/// x k, spread over heed's threads a product at a time. The outputs must not overlap.
+void gemm_bf16_batched(int64_t outer, int64_t inner, int64_t m, int64_t n, int64_t k, const Bf16Operand& a,
+                       const Bf16Operand& b, float beta, const Bf16Output& c, const GemmBf16Options& options = {});
+
+/// What Bf16Kernel::automatic runs on this CPU.
+Bf16Kernel bf16_kernel();
+
+/// The blocking of an m x n x k product (trans_a: op(A) = A^T), derived from cpu_info()'s
+/// caches: mr x nr register tiles; kc (a multiple of 32) the depth of a packed slice, as deep as
+/// lets a kc x nr strip of B take a quarter of L2 (C is read and written once per slice), or, for
+/// a transposed A, as lets a block of 512 of its rows take half of L2; mc rows of A per packed
+/// block, in half of L2; nc columns of B per packed panel, in half of this core's share of L3.
+/// Each is balanced below its maximum (k = 384 at a maximum of 256 is 2 x 192). For benchmarks
+/// and tests.
+struct GemmBf16Blocking {
+  int64_t mr, nr, kc, mc, nc;
+};
+GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a);
+
+}  // namespace heed

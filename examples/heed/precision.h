@@ -1,0 +1,35 @@
+// --precision, the one definition shared by train, bench, eval and sample: fp32, or bf16 mixed
+// precision (core/autocast.h: matrix products with bf16 inputs and fp32 accumulation, everything
+// else fp32, checkpoints fp32).
+#pragma once
+
+#include <string>
+
+#include "commands.h"
+#include "core/check.h"
+#include "core/cpu.h"
+#include "options.h"
+
+namespace heed::cli {
+
+/// The option's row in a subcommand's table (`role`: recipe for training, local elsewhere).
+template <class T>
+Option<T> precision_option(std::string T::*member, Role role) {
+  return {"precision", "precision", {}, member, std::string("fp32"), {},
+          "fp32, or bf16: matrix products with bf16 inputs and fp32 sums (needs a CPU with AVX512_BF16)", role,
+          false, false, /*added_later=*/true};  // runs recorded before --precision existed trained in fp32
+}
+
+/// True for "bf16", false for "fp32"; anything else is a UsageError naming the flag, and bf16 on a
+/// CPU without AVX512_BF16 a heed::Error naming the CPU (the emulated kernel would be several times
+/// slower than fp32: heed refuses rather than run it silently).
+inline bool precision_is_bf16(const std::string& precision) {
+  if (precision != "fp32" && precision != "bf16") throw UsageError("--precision " + precision + ": must be fp32 or bf16");
+  if (precision == "fp32") return false;
+  const CpuInfo& cpu = cpu_info();
+  HEED_CHECK(cpu.avx512_bf16 && cpu.avx512bw, "--precision bf16 needs a CPU with AVX512_BF16; this one (",
+             cpu.model_name, ") does not have it: use --precision fp32");
+  return true;
+}
+
+}  // namespace heed::cli
