@@ -429,7 +429,8 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
     const int64_t done = trainer.iter() - first_iter;
     const double tok_s = done * tokens_per_iter / std::max(train_time, 1e-9);
     const double remaining = (o.max_iters - trainer.iter()) * (train_time / done);
-    if (it % o.log_interval == 0) {  // the batch's loss in log.jsonl (heed plot draws it under the evaluations)
+    // The batch's loss in log.jsonl (heed plot draws it under the evaluations); rank 0 alone writes.
+    if (trainer.writes() && it % o.log_interval == 0) {
       const nlohmann::json entry = {{"iter", it},
                                     {"loss", std::round(loss * 1e4) / 1e4},
                                     {"lr", trainer.lr_at(it)},

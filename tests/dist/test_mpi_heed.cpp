@@ -35,7 +35,7 @@ struct Run {
 };
 
 std::string without_times(const std::string& text) {
-  static const std::regex times(R"(, [0-9.]+ tok/s.*|"elapsed_s":[0-9.e+-]+,?)");
+  static const std::regex times(R"(, [0-9.]+ tok/s.*|"elapsed_s":[0-9.e+-]+,?|,?"tok_s":[0-9.e+-]+)");
   std::string kept;
   std::istringstream in(text);
   std::string line;
