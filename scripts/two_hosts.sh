@@ -86,7 +86,7 @@ on_two_hosts "$heed" train "${flags[@]}" --threads 1 --out "$work/two" | tee "$w
 echo "== mpirun took $(( ($(date +%s%N) - start) / 1000000 )) ms"
 
 # The losses and evaluations printed, and the log, without the speed and time columns.
-results() { grep -E '^(iter|eval) ' "$1.txt" | sed 's/, [0-9]* tok\/s.*//'; sed 's/"elapsed_s":[0-9.e+-]*,//' "$1/log.jsonl"; }
+results() { grep -E '^(iter|eval) ' "$1.txt" | sed 's/, [0-9]* tok\/s.*//'; sed -E 's/"elapsed_s":[0-9.e+-]*,?//; s/,?"tok_s":[0-9.e+-]*//' "$1/log.jsonl"; }
 results "$work/one" > "$work/one.res"
 results "$work/two" > "$work/two.res"
 grep -q 'tokens per iteration on 2 processes' "$work/two.txt" || { echo "two_hosts.sh: the job did not run on 2 processes" >&2; exit 1; }
