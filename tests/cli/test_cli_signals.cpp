@@ -80,6 +80,13 @@ void require_stopped(const ProcessResult& r, int sig) {
   CHECK(r.seconds < 1.0 * kTimeScale);
 }
 
+// A training into `run` that only a signal ends: no evaluation after the first, no closing sample.
+std::vector<std::string> endless_training(const Fixture& fx, const std::string& run) {
+  return cat({"train", "--data", fx.corpus, "--out", run, "--max-iters", "100000000", "--eval-interval", "100000000",
+              "--eval-iters", "1", "--log-interval", "1", "--sample-tokens", "0"},
+             kTinyModel);
+}
+
 int64_t state_iter(const std::string& run) {
   return std::stoll(nn::load_safetensors(run + "/train_state.safetensors").metadata.at("iter"));
 }
@@ -104,9 +111,7 @@ TEST_CASE("signals: train stops within a second in training, evaluation and the 
     {  // the training loop
       const std::string run = fx.dir / "loop";
       const ProcessResult r = signal_during(
-          fx, cat({"train", "--data", fx.corpus, "--out", run, "--max-iters", "100000000", "--eval-interval", "100000000",
-                   "--eval-iters", "1", "--log-interval", "1", "--sample-tokens", "0"}, kTinyModel),
-          sig, after("iter 5:"));
+          fx, endless_training(fx, run), sig, after("iter 5:"));
       require_stopped(r, sig);
       CHECK(state_iter(run) > 5);
     }
@@ -127,9 +132,7 @@ TEST_CASE("signals: SIGHUP (a closed terminal) stops training like SIGTERM, savi
   Fixture fx;
   const std::string run = fx.dir / "hup";
   const ProcessResult r = signal_during(
-      fx, cat({"train", "--data", fx.corpus, "--out", run, "--max-iters", "100000000", "--eval-interval", "100000000",
-               "--eval-iters", "1", "--log-interval", "1", "--sample-tokens", "0"}, kTinyModel),
-      SIGHUP, after("iter 5:"));
+      fx, endless_training(fx, run), SIGHUP, after("iter 5:"));
   require_stopped(r, SIGHUP);
   CHECK(state_iter(run) > 5);
   require_ok(run_heed({"train", "--resume", "--out", run, "--max-iters", std::to_string(state_iter(run) + 2),

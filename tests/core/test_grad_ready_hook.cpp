@@ -123,13 +123,7 @@ TEST_CASE("set_grad_ready_hook returns the previous hook, and hooks belong to on
 
 TEST_CASE("the grad-ready hook on a GPT: every parameter once, bits unchanged, the tied matrix last",
           "[autograd][hook]") {
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 11;
-  cfg.block_size = 8;
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 16;
-  cfg.bias = true;
+  const nn::GPTConfig cfg{.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16, .bias = true};
   std::vector<int32_t> idx, targets;
   for (int i = 0; i < 2 * 8; ++i) {
     idx.push_back((i * 7 + 3) % 11);

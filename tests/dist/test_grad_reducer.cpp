@@ -28,15 +28,7 @@ namespace {
 constexpr int64_t B = 2, T = 8;
 
 nn::GPTConfig tiny_config(double dropout) {
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 13;
-  cfg.block_size = T;
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 16;
-  cfg.dropout = dropout;
-  cfg.bias = true;
-  return cfg;
+  return {.vocab_size = 13, .block_size = T, .n_layer = 2, .n_head = 2, .n_embd = 16, .dropout = dropout, .bias = true};
 }
 
 // Micro-batch i of step s: B*T inputs and targets, the same on every rank.

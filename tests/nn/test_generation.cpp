@@ -16,14 +16,7 @@ using namespace heed;
 namespace {
 
 nn::GPTConfig small_gpt(int64_t block) {
-  nn::GPTConfig c;
-  c.vocab_size = 13;
-  c.block_size = block;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.bias = true;
-  return c;
+  return {.vocab_size = 13, .block_size = block, .n_layer = 2, .n_head = 2, .n_embd = 16, .bias = true};
 }
 
 // At nanoGPT's init (std 0.02) the residual stream is mostly the token's own embedding, so a
