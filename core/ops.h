@@ -207,10 +207,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps 
 /// where **true means "takes part in attention"** (the opposite of nn::MultiHeadAttention's and
 /// torch.nn.MultiheadAttention's masks, where true means "masked out"), or float, added to the
 /// scores (-inf masks). is_causal masks key j > i (top-left aligned, as PyTorch) and excludes
-/// attn_mask. A query row with every key masked gives NaN, as in PyTorch. dropout_p applies to the
-/// weights whenever > 0 (as PyTorch: pass 0 in eval), drawing from `gen` or the default generator.
-/// Without a mask (or causal with L == S) it runs the fused attention_softmax kernel.
-/// Differentiable w.r.t. q, k, v and a float mask.
+/// attn_mask. A query row with every key masked gets zero weights, hence a zero output (PyTorch's
+/// reference formula gives NaN there). dropout_p applies to the weights whenever > 0 (as PyTorch:
+/// pass 0 in eval), drawing from `gen` or the default generator. Every path, masked or not, runs
+/// the fused attention_softmax kernel (the mask as its additive bias). Differentiable w.r.t. q,
+/// k, v and a float mask.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), bool is_causal = false,
                                     double dropout_p = 0.0, std::optional<double> scale = std::nullopt,
@@ -227,9 +228,18 @@ struct KeyPaddingMask {
 /// length outside [0, T].
 KeyPaddingMask padding_mask_from_lengths(const std::vector<int64_t>& lengths, int64_t T);
 
-/// Fused softmax(scale * scores) over the last axis of scores (B, H, Tq, Tk), masked as above
-/// (causal, and padding: mask->pad[b, j]); forward and backward each one pass per row.
-Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const KeyPaddingMask* mask = nullptr);
+/// An attention mask as an additive bias: -inf where `masked` is true (any dtype, non-zero =
+/// true), 0 elsewhere, in `dtype` (float32 or float64). For SDPA's convention (true = takes part)
+/// pass logical_not(mask).
+Tensor additive_mask(const Tensor& masked, DType dtype = DType::f32);
+
+/// Fused softmax(scale * scores + bias) over the last axis of scores (B, H, Tq, Tk), masked as
+/// above (causal, and padding: mask->pad[b, j]); forward and backward each one pass per row.
+/// `bias` (optional, float, broadcasting to (B, H, Tq, Tk)) is an arbitrary additive attention
+/// mask: -inf masks a key (additive_mask makes one from a bool mask). Differentiable w.r.t.
+/// scores and bias.
+Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const KeyPaddingMask* mask = nullptr,
+                         const Tensor& bias = Tensor());
 
 /// One of attention_heads' q, k, v: channels [offset, offset + d_model) of a (B, T, width)
 /// projection, read in place (a fused qkv projection is one tensor with offsets 0, C, 2C).
@@ -243,6 +253,10 @@ struct AttentionHeadsOptions {
   double scale = 1.0;  ///< multiplies the scores (1 / sqrt(head_dim) in scaled dot-product attention)
   bool causal = false;
   const KeyPaddingMask* key_padding = nullptr;  ///< (B, Tk), or none
+  /// An additive attention mask (float, broadcasting to (B, nh, Tq, Tk); -inf masks), added to the
+  /// scaled scores, combinable with causal and key_padding; undefined: none. A constant here:
+  /// attention_softmax differentiates a mask.
+  Tensor bias;
   double dropout = 0.0;        ///< on the weights, in [0, 1); needs `gen` when > 0
   Generator* gen = nullptr;    ///< draws the dropout mask
   Tensor* weights = nullptr;   ///< if set, receives the weights (B, nh, Tq, Tk) before dropout

@@ -56,13 +56,43 @@ void check_mask(const KeyPaddingMask* mask, int64_t B, int64_t Tk, const char* o
 // exactly 0, and a row whose keys are all masked all 0 (a -inf softmax would give NaN), so the
 // backward needs no mask: it multiplies by the weights.
 
+// An additive bias on the scaled scores (an attention mask: -inf masks a key), or none. Row r of
+// the rows (R, Tk) reads bias + (r / Tq) * head_stride + (r % Tq) * row_stride, unit stride along
+// the keys (row_stride or head_stride 0 when the mask broadcasts).
+template <class T>
+struct RowBias {
+  const T* data = nullptr;
+  int64_t row_stride = 0, head_stride = 0;
+  const T* row(int64_t r, int64_t Tq) const { return data + (r / Tq) * head_stride + (r % Tq) * row_stride; }
+};
+
+// One row with a bias: z = scale * s + bias (padded keys -inf) in yr, then softmax of z. A row
+// whose keys are all -inf gets all-zero weights, as the unbiased path.
+template <class T>
+void biased_softmax_row(T* yr, const T* s, const T* bias, const uint8_t* pad, T scale, int64_t n, int64_t Tk) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j) yr[j] = pad && pad[j] ? ninf : scale * s[j] + bias[j];
+  const T mx = n > 0 ? detail::row_max(yr, n) : ninf;
+  if (mx == ninf) {
+    std::fill(yr, yr + Tk, T(0));
+    return;
+  }
+  const T inv = T(1) / static_cast<T>(detail::row_exp_sum(yr, yr, T(1), mx, n));
+  for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+  std::fill(yr + n, yr + Tk, T(0));
+}
+
 template <class T>
 void masked_softmax_forward(T* y, const T* scores, const uint8_t* pad, T scale, int64_t R, int64_t Tq, int64_t Tk,
-                            bool causal) {
+                            bool causal, const RowBias<T>& bias = {}) {
   for (int64_t r = 0; r < R; ++r) {
     const T* s = scores + r * Tk;
     T* yr = y + r * Tk;
     const int64_t n = visible_keys(r % Tq, Tq, Tk, causal);
+    if (bias.data) {
+      biased_softmax_row(yr, s, bias.row(r, Tq), pad, scale, n, Tk);
+      continue;
+    }
     T mx = -std::numeric_limits<T>::infinity();
     bool any = n > 0;
     if (pad) {
@@ -135,29 +165,74 @@ void weights_dropout_backward(T* g, const T* dropped, double p, int64_t n) {
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
+// Attention masks as additive biases
+
+Tensor additive_mask(const Tensor& masked, DType dtype) {
+  HEED_CHECK(is_floating(dtype), "additive_mask: dtype must be float32 or float64, got ", dtype_name(dtype));
+  return masked_fill(Tensor::zeros(masked.shape(), dtype), masked, -std::numeric_limits<double>::infinity());
+}
+
+namespace {
+
+// `bias` as a detached view of `shape` (B, H, Tq, Tk) and `dtype` with a unit key stride: a copy
+// only when the mask broadcasts along (or is strided over) the keys.
+Tensor bias_view(const Tensor& bias, const Shape& shape, DType dtype, const char* op) {
+  HEED_CHECK(is_floating(bias.dtype()), op, ": an attention bias must be float32 or float64 (a bool mask becomes ",
+             "one with additive_mask), got ", dtype_name(bias.dtype()));
+  HEED_CHECK(bias.dim() <= 4 && broadcast_shapes(bias.shape(), shape, op) == shape, op, ": attention mask ",
+             to_string(bias.shape()), " does not broadcast to the scores ", to_string(shape));
+  Tensor b = expand(bias.detach().to(dtype), shape);
+  if (b.strides()[3] != 1 && shape[3] > 1) b = b.contiguous();
+  return b;
+}
+
+// Head h of batch row b of a bias_view (none if `b` is undefined).
+template <class T>
+RowBias<T> head_bias(const Tensor& bias, int64_t b, int64_t h) {
+  if (!bias.defined()) return {};
+  const auto& st = bias.strides();
+  return {bias.data<T>() + b * st[0] + h * st[1], st[2], st[1]};
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
 // attention_softmax
 
-Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const KeyPaddingMask* mask) {
+Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const KeyPaddingMask* mask,
+                         const Tensor& bias) {
   HEED_CHECK(scores.dim() == 4, "attention_softmax: scores must be (B, H, Tq, Tk), got ", to_string(scores.shape()));
   const int64_t B = scores.size(0), H = scores.size(1), Tq = scores.size(2), Tk = scores.size(3);
   check_mask(mask, B, Tk, "attention_softmax", scores.shape());
   const Tensor s = contiguous_data(scores);
+  const Tensor bv = bias.defined() ? bias_view(bias, scores.shape(), scores.dtype(), "attention_softmax") : Tensor();
   Tensor out = Tensor::empty(scores.shape(), scores.dtype());
   visit_dtype(s.dtype(), [&]<class T>() {
     for (int64_t b = 0; b < B; ++b)
       masked_softmax_forward<T>(out.data<T>() + b * H * Tq * Tk, s.data<T>() + b * H * Tq * Tk,
                                 mask ? mask->pad.data() + b * Tk : nullptr, static_cast<T>(scale), H * Tq, Tq, Tk,
-                                causal);
+                                causal, head_bias<T>(bv, b, 0));
   });
-  return record("attention_softmax", out, {scores}, [y = out.detach(), scale, causal](const Tensor& g) {
-    const int64_t Tq = y.size(2), Tk = y.size(3);
-    Tensor ds = Tensor::empty(y.shape(), y.dtype());
-    visit_dtype(y.dtype(), [&]<class T>() {
-      masked_softmax_backward<T>(ds.data<T>(), g.data<T>(), y.data<T>(), static_cast<T>(scale), y.numel() / Tk, Tq, Tk,
-                                 causal);
-    });
-    return std::vector<Tensor>{ds};
-  });
+  const bool bias_grad = bias.defined() && bias.requires_grad();
+  return record("attention_softmax", out, {scores, bias},
+                [y = out.detach(), scale, causal, bias_grad, bias_shape = bias_grad ? bias.shape() : Shape{}, bias_dtype = bias_grad ? bias.dtype() : scores.dtype()](
+                    const Tensor& g) {
+                  const int64_t Tq = y.size(2), Tk = y.size(3), R = y.numel() / Tk;
+                  Tensor ds = Tensor::empty(y.shape(), y.dtype());
+                  // The bias's gradient is that of the scaled scores z = scale s + bias: dz, and ds = scale dz.
+                  Tensor dz = bias_grad ? Tensor::empty(y.shape(), y.dtype()) : Tensor();
+                  visit_dtype(y.dtype(), [&]<class T>() {
+                    if (!bias_grad) {
+                      masked_softmax_backward<T>(ds.data<T>(), g.data<T>(), y.data<T>(), static_cast<T>(scale), R, Tq,
+                                                 Tk, causal);
+                      return;
+                    }
+                    masked_softmax_backward<T>(dz.data<T>(), g.data<T>(), y.data<T>(), T(1), R, Tq, Tk, causal);
+                    for (int64_t i = 0; i < y.numel(); ++i) ds.data<T>()[i] = static_cast<T>(scale) * dz.data<T>()[i];
+                  });
+                  if (!bias_grad) return std::vector<Tensor>{ds, Tensor()};
+                  return std::vector<Tensor>{ds, sum_to(dz, bias_shape).to(bias_dtype)};
+                });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -180,6 +255,7 @@ struct HeadsCall {
   bool causal = false;
   std::optional<Bf16Kernel> bf16;  // float products in bf16 (autocast_bf16() at the call), else fp32
   Tensor att, dropped;  // (B, nh, Tq, Tk): the softmax weights, and the same after dropout
+  Tensor bias;          // the attention mask as a bias_view (B, nh, Tq, Tk), or undefined
 
   int64_t visible(int64_t i) const { return visible_keys(i, Tq, Tk, causal); }
   // Key j is seen by the queries i >= first_query(j) (all of them without a causal mask).
@@ -206,11 +282,11 @@ int64_t transposed_ld(int64_t Tk, int64_t W) { return (Tk + W - 1) / W * W + W; 
 // kt: scratch of hd * transposed_ld(Tk) elements.
 template <class T>
 void head_weights_forward(T* att, const T* q, int64_t ldq, const T* k, int64_t ldk, const uint8_t* pad,
-                          const HeadsCall& c, T* kt) {
+                          const RowBias<T>& bias, const HeadsCall& c, T* kt) {
   const int64_t ldt = transposed_ld(c.Tk, detail::Batch<T>::size);
   detail::kernels::transpose(kt, ldt, k, ldk, c.Tk, c.hd);
   detail::kernels::a_bt(att, c.Tk, q, ldq, kt, ldt, c.Tq, c.hd, [&](int64_t i) { return c.visible(i); });
-  masked_softmax_forward<T>(att, att, pad, static_cast<T>(c.scale), c.Tq, c.Tq, c.Tk, c.causal);
+  masked_softmax_forward<T>(att, att, pad, static_cast<T>(c.scale), c.Tq, c.Tq, c.Tk, c.causal, bias);
 }
 
 // One head's output: out (Tq, hd), row stride C, = weights (Tq, Tk) @ v (rows stride ldv).
@@ -285,6 +361,13 @@ std::shared_ptr<HeadsCall> heads_call(const HeadInput& q, const HeadInput& k, co
   c->scale = o.scale, c->causal = o.causal, c->p = o.dropout;
   if (qd.dtype() == DType::f32) c->bf16 = autocast_bf16();
   check_mask(o.key_padding, c->B, c->Tk, "attention_heads", kd.shape());
+  if (o.bias.defined()) {
+    // The fused backward has no gradient for the mask; attention_softmax's has.
+    HEED_CHECK(!(o.bias.requires_grad() && grad_mode_enabled()),
+               "attention_heads: the attention bias requires grad, which this op does not compute; compose with "
+               "attention_softmax instead");
+    c->bias = bias_view(o.bias, {c->B, c->nh, c->Tq, c->Tk}, qd.dtype(), "attention_heads");
+  }
   return c;
 }
 
@@ -320,7 +403,8 @@ Tensor attention_heads_forward_bf16(HeadsCall& c, const KeyPaddingMask* mask, Ge
     for (int64_t bh = begin; bh < end; ++bh) {
       float* att = c.att.data<float>() + bh * c.Tq * c.Tk;
       masked_softmax_forward<float>(att, att, mask ? mask->pad.data() + bh / c.nh * c.Tk : nullptr,
-                                    static_cast<float>(c.scale), c.Tq, c.Tq, c.Tk, c.causal);
+                                    static_cast<float>(c.scale), c.Tq, c.Tq, c.Tk, c.causal,
+                                    head_bias<float>(c.bias, bh / c.nh, bh % c.nh));
     }
   });
   c.dropped = c.att;
@@ -380,7 +464,8 @@ Tensor attention_heads_forward(HeadsCall& c, const KeyPaddingMask* mask, Generat
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / c.nh, h = bh % c.nh;
         head_weights_forward<T>(c.att.data<T>() + bh * c.Tq * c.Tk, c.head<T>(0, b, h), c.ld(0), c.head<T>(1, b, h),
-                                c.ld(1), mask ? mask->pad.data() + b * c.Tk : nullptr, c, kt.data());
+                                c.ld(1), mask ? mask->pad.data() + b * c.Tk : nullptr, head_bias<T>(c.bias, b, h), c,
+                                kt.data());
       }
     });
     c.dropped = c.att;

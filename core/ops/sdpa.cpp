@@ -1,10 +1,8 @@
 // scaled_dot_product_attention: PyTorch 2's F.scaled_dot_product_attention as one public op,
 //   softmax(q k^T * scale + mask) (dropped out) @ v,
-// composed from differentiable ops. Without an attention mask (or with is_causal and Tq == Tk)
-// the softmax is heed's fused attention_softmax kernel (one pass forward and backward, masked
-// keys skipped); an arbitrary mask takes the composed path (masked scores, softmax).
+// composed from differentiable ops. The softmax is heed's fused attention_softmax kernel (one pass
+// forward and backward, masked keys skipped), an attention mask its additive bias.
 #include <cmath>
-#include <limits>
 
 #include "core/ops.h"
 #include "core/random.h"
@@ -25,26 +23,43 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
              " is outside [0, 1)");
   const int64_t L = q.size(-2), S = k.size(-2);
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  Tensor scores = matmul(q, transpose(k, -2, -1));  // (..., L, S)
-  Tensor weights;
-  if (!attn_mask.defined() && (!is_causal || L == S)) {
-    // The fused kernel works on (B, H, L, S): fold every batch axis into H.
-    const Shape shape = scores.shape();
-    weights = reshape(attention_softmax(reshape(scores, {1, -1, L, S}), s, is_causal), shape);
-  } else {
-    scores = scores * s;
-    const double neg_inf = -std::numeric_limits<double>::infinity();
-    if (is_causal) {
-      // PyTorch's is_causal aligns top-left: query i sees keys j <= i.
-      scores = masked_fill(scores, logical_not(tril(Tensor::ones({L, S}, DType::boolean))), neg_inf);
-    } else if (attn_mask.dtype() == DType::boolean) {
-      scores = masked_fill(scores, logical_not(attn_mask), neg_inf);  // true = takes part
+  const Tensor scores = matmul(q, transpose(k, -2, -1));  // (..., L, S)
+  const Shape shape = scores.shape();
+  // The mask as an additive bias; is_causal too when L != S, since the fused causal mask aligns
+  // bottom-right and PyTorch's is_causal top-left (query i sees keys j <= i).
+  Tensor bias;
+  if (attn_mask.defined()) {
+    if (attn_mask.dtype() == DType::boolean) {
+      bias = additive_mask(logical_not(attn_mask), scores.dtype());  // true = takes part
     } else {
       HEED_CHECK(is_floating(attn_mask.dtype()), "scaled_dot_product_attention: attn_mask must be bool or float, got ",
                  dtype_name(attn_mask.dtype()));
-      scores = scores + attn_mask.to(scores.dtype());
+      bias = attn_mask;
     }
-    weights = softmax(scores, -1);
+    HEED_CHECK(bias.dim() <= scores.dim() && broadcast_shapes(bias.shape(), shape, "scaled_dot_product_attention") == shape,
+               "scaled_dot_product_attention: attn_mask ", to_string(attn_mask.shape()), " does not broadcast to the scores ",
+               to_string(shape));
+  } else if (is_causal && L != S) {
+    bias = additive_mask(logical_not(tril(Tensor::ones({L, S}, DType::boolean))), scores.dtype());
+  }
+  const bool fused_causal = is_causal && L == S;
+  // The fused kernel works on (B, H, L, S): leading axes become (1, H) or (B, H) as they are,
+  // more than two fold into H (the mask then broadcast to the scores first).
+  Tensor weights;
+  if (scores.dim() <= 4) {
+    Shape s4 = shape, b4;
+    while (s4.size() < 4) s4.insert(s4.begin(), 1);
+    Tensor b = bias;
+    if (b.defined()) {
+      b4 = b.shape();
+      while (b4.size() < 4) b4.insert(b4.begin(), 1);
+      b = reshape(b, b4);
+    }
+    weights = reshape(attention_softmax(reshape(scores, s4), s, fused_causal, nullptr, b), shape);
+  } else {
+    const Shape flat{1, -1, L, S};
+    const Tensor b = bias.defined() ? reshape(expand(bias, shape), flat) : Tensor();
+    weights = reshape(attention_softmax(reshape(scores, flat), s, fused_causal, nullptr, b), shape);
   }
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, gen ? *gen : default_generator());
   return matmul(weights, v);

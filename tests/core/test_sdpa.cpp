@@ -77,3 +77,59 @@ TEST_CASE("sdpa: float64 gradients of every path", "[sdpa]") {
     return scaled_dot_product_attention(in[0], in[1], in[2], kMask, false, 0.3, std::nullopt, &gen);
   }, {q, k, v});
 }
+
+namespace {
+// The formula written out with plain ops: softmax(q k^T * scale + mask) @ v, a bool mask as a
+// -inf fill where it is false.
+Tensor composed_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale) {
+  Tensor scores = matmul(q, transpose(k, -2, -1)) * scale;
+  if (mask.defined() && mask.dtype() == DType::boolean)
+    scores = masked_fill(scores, logical_not(mask), -INFINITY);
+  else if (mask.defined())
+    scores = scores + mask;
+  return matmul(softmax(scores, -1), v);
+}
+}  // namespace
+
+TEST_CASE("sdpa: every mask kind runs fused and equals the composed formula, also for 2-D, 3-D and 5-D inputs",
+          "[sdpa]") {
+  const double scale = 0.45;
+  struct Case {
+    const char* name;
+    Shape q, k, v, mask;
+  };
+  const std::vector<Case> cases = {
+      {"2-D", {3, 4}, {5, 4}, {5, 2}, {3, 5}},
+      {"3-D, mask per batch", {2, 3, 4}, {2, 5, 4}, {2, 5, 2}, {2, 3, 5}},
+      {"4-D, mask per key", {2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 2}, {5}},
+      {"4-D, mask per head", {2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 2}, {2, 1, 3, 5}},
+      {"5-D", {2, 1, 2, 3, 4}, {2, 1, 2, 5, 4}, {2, 1, 2, 5, 2}, {2, 3, 5}},
+  };
+  uint64_t seed = 50;
+  for (const Case& c : cases) {
+    const Tensor q = randn64(c.q, ++seed), k = randn64(c.k, ++seed), v = randn64(c.v, ++seed);
+    Tensor allowed = randn64(c.mask, ++seed) > -0.3;
+    allowed = logical_or(allowed, Tensor::arange(5) == 0);  // no query loses every key
+    const Tensor additive = randn64(c.mask, ++seed);
+    for (const Tensor& mask : {allowed, additive}) {
+      INFO(c.name << (mask.dtype() == DType::boolean ? ", bool mask" : ", float mask"));
+      const Tensor expected = composed_sdpa(q, k, v, mask, scale);
+      require_values(scaled_dot_product_attention(q, k, v, mask, false, 0.0, scale), expected.shape(),
+                     expected.to_vector<double>(), 1e-12);
+      using In = std::vector<Tensor>;
+      if (mask.dtype() == DType::boolean)
+        require_gradcheck([&](const In& in) { return scaled_dot_product_attention(in[0], in[1], in[2], mask); },
+                          {q, k, v});
+      else
+        require_gradcheck([&](const In& in) { return scaled_dot_product_attention(in[0], in[1], in[2], in[3]); },
+                          {q, k, v, mask});
+    }
+  }
+  // A query with every key masked: zero weights, a zero output (no NaN).
+  const Tensor q = randn64({2, 4}, 70), k = randn64({3, 4}, 71), v = randn64({3, 2}, 72);
+  const Tensor keep = Tensor({{true, true, false}, {false, false, false}});
+  const auto out = scaled_dot_product_attention(q, k, v, keep).to_vector<double>();
+  CHECK(out[2] == 0.0);
+  CHECK(out[3] == 0.0);
+  CHECK(std::isfinite(out[0]));
+}

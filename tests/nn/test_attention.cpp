@@ -485,3 +485,158 @@ TEST_CASE("attention dropout is active in training and off in eval", "[attention
   m.train();
   REQUIRE(m.forward(x).to_vector<float>() != e0);
 }
+
+// ------------------------------------------------------------------------------------------
+// PyTorch's nn.MultiheadAttention options: kdim / vdim, bias switches, attention masks,
+// unbatched input, weights. Values against PyTorch: tests/nn/test_torch_attention.cpp.
+
+namespace {
+// A bool (Tq, Tk) mask, true = NOT allowed, that leaves key 0 to every query.
+Tensor not_allowed(int64_t Tq, int64_t Tk, uint64_t seed) {
+  return logical_and(randn64({Tq, Tk}, seed) > 0.3, Tensor::arange(Tk) != 0);
+}
+}  // namespace
+
+TEST_CASE("MultiHeadAttention options: kdim, vdim and the bias switches shape the projections", "[attention]") {
+  nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .kdim = 6, .vdim = 3, .fused_qkv = false, .out_bias = false});
+  CHECK(m.q_proj->weight.shape() == Shape{8, 8});
+  CHECK(m.k_proj->weight.shape() == Shape{8, 6});
+  CHECK(m.v_proj->weight.shape() == Shape{8, 3});
+  CHECK(m.k_proj->bias.defined());
+  CHECK(!m.c_proj->bias.defined());
+  nn::MultiHeadAttention n({.d_model = 8, .n_head = 2, .bias = false, .out_bias = true});
+  CHECK(!n.c_attn->bias.defined());
+  CHECK(n.c_proj->bias.defined());
+  nn::MultiHeadAttention none({.d_model = 8, .n_head = 2, .bias = false});
+  CHECK(!none.c_attn->bias.defined());
+  CHECK(!none.c_proj->bias.defined());
+  REQUIRE_THROWS_WITH(nn::MultiHeadAttention({.d_model = 8, .n_head = 2, .kdim = 6}),
+                      Catch::Contains("fused_qkv") && Catch::Contains("kdim 6") && Catch::Contains("d_model (8)"));
+  const Tensor q = Tensor::randn({2, 4, 8}), k = Tensor::randn({2, 5, 6}), v = Tensor::randn({2, 5, 3});
+  CHECK(m.forward(q, k, v).output.shape() == Shape{2, 4, 8});
+  REQUIRE_THROWS_WITH(m.forward(q, v, k), Catch::Contains("key must be (B, T, 6)"));
+  REQUIRE_THROWS_WITH(m.forward(q, k, v, {.attn_mask = Tensor::zeros({5, 4})}),
+                      Catch::Contains("attn_mask [5, 4]") && Catch::Contains("(B * n_head, Tq, Tk) = (4, 4, 5)"));
+  REQUIRE_THROWS_WITH(m.forward(q, k, v, {.key_padding_mask = Tensor::zeros({2, 4})}),
+                      Catch::Contains("key_padding_mask [2, 4]"));
+  REQUIRE_THROWS_WITH(m.forward(q, k, v, {.attn_mask = Tensor::zeros({4, 5}, DType::i32)}),
+                      Catch::Contains("bool") && Catch::Contains("int32"));
+}
+
+TEST_CASE("MultiHeadAttention masks: bool and float attention masks combine with padding and causal; the fused and "
+          "the weights-returning paths agree",
+          "[attention]") {
+  const int64_t B = 2, Tq = 4, Tk = 6, nh = 2;
+  const Tensor q = randn64({B, Tq, 8}, 80), kv = randn64({B, Tk, 8}, 81);
+  const Tensor pad = Tensor({{false, false, false, false, false, false}, {false, false, false, false, true, true}});
+  const Tensor bool_mask = not_allowed(Tq, Tk, 82);
+  const Tensor float_mask = randn64({B * nh, Tq, Tk}, 83).detach();  // a constant: the fused path
+  for (bool causal : {false, true}) {
+    nn::MultiHeadAttention m({.d_model = 8, .n_head = nh, .causal = causal, .seed = 5});
+    m.to(DType::f64);
+    for (const Tensor& mask : {bool_mask, float_mask}) {
+      INFO("causal " << causal << ", " << dtype_name(mask.dtype()) << " mask");
+      const nn::AttentionArgs args{.key_padding_mask = pad, .attn_mask = mask};
+      nn::AttentionArgs with_weights = args;
+      with_weights.need_weights = true;
+      with_weights.average_attn_weights = false;
+      const auto fused = m.forward(q, kv, kv, args);
+      const auto composed = m.forward(q, kv, kv, with_weights);
+      require_values(fused.output, {B, Tq, 8}, composed.output.to_vector<double>(), 1e-12);
+      REQUIRE(composed.weights.shape() == Shape{B, nh, Tq, Tk});
+      // The weights: padded keys, masked pairs and (causal) keys j > i + Tk - Tq get exactly 0.
+      const auto w = composed.weights.to_vector<double>();
+      const auto bm = bool_mask.to_vector<double>(), pm = pad.to_vector<double>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < nh; ++h)
+          for (int64_t i = 0; i < Tq; ++i) {
+            double row = 0;
+            for (int64_t j = 0; j < Tk; ++j) {
+              const double x = w[((b * nh + h) * Tq + i) * Tk + j];
+              row += x;
+              const bool masked = pm[b * Tk + j] != 0 || (causal && j > i + Tk - Tq) ||
+                                  (mask.dtype() == DType::boolean && bm[i * Tk + j] != 0);
+              if (masked) REQUIRE(x == 0.0);
+              else REQUIRE(x > 0.0);
+            }
+            REQUIRE(std::abs(row - 1.0) < 1e-12);
+          }
+      // Averaged weights are the mean over heads.
+      const auto avg = m.forward(q, kv, kv, {.key_padding_mask = pad, .attn_mask = mask, .need_weights = true});
+      require_values(avg.weights, {B, Tq, Tk}, mean(composed.weights, 1).to_vector<double>(), 1e-15);
+    }
+  }
+}
+
+TEST_CASE("MultiHeadAttention unbatched (T, C) input equals a batch of one, for self and cross attention",
+          "[attention]") {
+  nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .kdim = 5, .vdim = 5, .fused_qkv = false, .seed = 6});
+  nn::MultiHeadAttention self({.d_model = 8, .n_head = 2, .causal = true, .seed = 7});
+  const Tensor q = Tensor::randn({3, 8}), mem = Tensor::randn({4, 5}), x = Tensor::randn({3, 8});
+  const Tensor mask = not_allowed(3, 4, 84), pad = Tensor({false, false, true, false});
+  const auto un = m.forward(q, mem, mem, {.key_padding_mask = pad, .attn_mask = mask, .need_weights = true});
+  const auto batched = m.forward(unsqueeze(q, 0), unsqueeze(mem, 0), unsqueeze(mem, 0),
+                                 {.key_padding_mask = unsqueeze(pad, 0), .attn_mask = mask, .need_weights = true});
+  require_values(un.output, {3, 8}, batched.output.to_vector<double>(), 0.0);
+  require_values(un.weights, {3, 4}, batched.weights.to_vector<double>(), 0.0);
+  require_values(self.forward(x), {3, 8}, self.forward(unsqueeze(x, 0)).to_vector<double>(), 0.0);
+  const Tensor x2 = Tensor::randn({5, 8});
+  require_values(self.forward(x, x2), {3, 8}, self.forward(unsqueeze(x, 0), unsqueeze(x2, 0)).to_vector<double>(), 0.0);
+  REQUIRE_THROWS_WITH(self.forward(x, unsqueeze(x2, 0)), Catch::Contains("both unbatched"));
+}
+
+TEST_CASE("MultiHeadAttention gradcheck: attention masks (bool, float, with padding and causal), kdim != vdim, "
+          "unbatched, non-contiguous inputs, returned weights",
+          "[attention]") {
+  const int64_t Tq = 3, Tk = 4;
+  const Tensor pad = Tensor({{false, false, false, false}, {false, false, false, true}});
+  const Tensor bool_mask = not_allowed(Tq, Tk, 85);
+  const Tensor float_mask = randn64({Tq, Tk}, 86).detach();  // a constant: the fused path
+  const Tensor q = randn64({2, Tq, 8}, 87);
+  // Keys and values non-contiguous: transposes of (B, width, Tk) tensors.
+  const Tensor kt = randn64({2, 5, Tk}, 88), vt = randn64({2, 3, Tk}, 89);
+  using In = std::vector<Tensor>;
+  for (bool causal : {false, true}) {
+    nn::MultiHeadAttention m(
+        {.d_model = 8, .n_head = 2, .kdim = 5, .vdim = 3, .causal = causal, .fused_qkv = false, .out_bias = false, .seed = 8});
+    m.to(DType::f64);
+    for (const Tensor& mask : {bool_mask, float_mask}) {
+      for (bool padded : {false, true}) {
+        INFO("causal " << causal << ", " << dtype_name(mask.dtype()) << " mask, padded " << padded);
+        const nn::AttentionArgs args{.key_padding_mask = padded ? pad : Tensor(), .attn_mask = mask};
+        check_module_grads(m, {q, kt, vt}, [&](const In& in) {
+          return m.forward(in[0], transpose(in[1], 1, 2), transpose(in[2], 1, 2), args).output;
+        });
+      }
+    }
+  }
+  nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .kdim = 5, .vdim = 3, .fused_qkv = false, .seed = 9});
+  m.to(DType::f64);
+  SECTION("unbatched, with a float mask that requires grad (the composed path)") {
+    const Tensor mask = randn64({Tq, Tk}, 90);
+    check_module_grads(m, {randn64({Tq, 8}, 93), randn64({5, Tk}, 94), mask}, [&](const In& in) {
+      return m.forward(in[0], transpose(in[1], 0, 1), slice(transpose(in[1], 0, 1), 1, 0, 3),
+                       {.key_padding_mask = Tensor({false, true, false, false}), .attn_mask = in[2]})
+          .output;
+    });
+  }
+  SECTION("the returned weights, per head and averaged, are differentiable") {
+    for (bool average : {false, true}) {
+      INFO("average " << average);
+      check_module_grads(m, {q, kt, vt}, [&](const In& in) {
+        const auto r = m.forward(in[0], transpose(in[1], 1, 2), transpose(in[2], 1, 2),
+                                 {.attn_mask = bool_mask, .need_weights = true, .average_attn_weights = average});
+        return r.weights;
+      });
+    }
+  }
+  SECTION("fused projection: self-attention with a per-head bool mask, one tensor used three times") {
+    nn::MultiHeadAttention f({.d_model = 8, .n_head = 2, .causal = true, .qkv_bias = false, .seed = 10});
+    f.to(DType::f64);
+    const Tensor x = randn64({2, Tq, 8}, 91);
+    Tensor per_head = logical_and(randn64({4, Tq, Tq}, 92) > 0.3, Tensor::arange(Tq) != 0);
+    check_module_grads(f, {x}, [&](const In& in) {
+      return f.forward(in[0], in[0], in[0], {.key_padding_mask = slice(pad, 1, 0, 3), .attn_mask = per_head}).output;
+    });
+  }
+}
