@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   write_all(path("bad_header_length.safetensors"), len_past_end);
   write_all(path("bad_not_json.safetensors"), raw("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_off", ""));
   write_all(path("bad_array.safetensors"), raw("[{}, {}]", ""));
-  write_all(path("bad_dtype.safetensors"), raw(R"({"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')));
+  write_all(path("bad_dtype.safetensors"), raw(R"({"a":{"dtype":"I16","shape":[1],"data_offsets":[0,2]}})", std::string(2, '\0')));
   write_all(path("bad_shape_overflow.safetensors"),
             raw(R"({"a":{"dtype":"F32","shape":[0,9223372036854775807,9223372036854775807],"data_offsets":[0,0]}})", ""));
   write_all(path("bad_negative_shape.safetensors"), raw(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "abcd"));

@@ -34,7 +34,7 @@ constexpr int kMaxJsonDepth = 64;                   // a valid header nests 3 de
 // ---------------------------------------------------------------------------------------------
 // reading
 
-enum class FileDType { f32, f64, f16, bf16 };
+enum class FileDType { f32, f64, f16, bf16, i32, i64, boolean };
 
 struct Entry {
   std::string name;
@@ -84,7 +84,10 @@ Entry parse_entry(const std::string& what, const std::string& name, const json& 
   else if (dts == "F64") e.dtype = FileDType::f64, esize = 8;
   else if (dts == "F16") e.dtype = FileDType::f16, esize = 2;
   else if (dts == "BF16") e.dtype = FileDType::bf16, esize = 2;
-  else bad("unsupported dtype '", dts, "' (heed reads F32, F64, F16 and BF16)");
+  else if (dts == "I32") e.dtype = FileDType::i32, esize = 4;
+  else if (dts == "I64") e.dtype = FileDType::i64, esize = 8;
+  else if (dts == "BOOL") e.dtype = FileDType::boolean, esize = 1;
+  else bad("unsupported dtype '", dts, "' (heed reads F32, F64, F16, BF16, I32, I64 and BOOL)");
 
   auto sh = info.find("shape");
   if (sh == info.end()) bad("missing \"shape\"");
@@ -125,9 +128,22 @@ Entry parse_entry(const std::string& what, const std::string& name, const json& 
 Tensor read_tensor(const Entry& e, const uint8_t* src) {
   switch (e.dtype) {
     case FileDType::f32:
-    case FileDType::f64: {
-      Tensor t = Tensor::empty(e.shape, e.dtype == FileDType::f32 ? DType::f32 : DType::f64);
+    case FileDType::f64:
+    case FileDType::i32:
+    case FileDType::i64: {
+      const DType d = e.dtype == FileDType::f32   ? DType::f32
+                      : e.dtype == FileDType::f64 ? DType::f64
+                      : e.dtype == FileDType::i32 ? DType::i32
+                                                  : DType::i64;
+      Tensor t = Tensor::empty(e.shape, d);
       if (e.numel) std::memcpy(t.storage()->data(), src, e.end - e.begin);  // src may be unaligned
+      return t;
+    }
+    case FileDType::boolean: {
+      // One byte each; any non-zero byte is true (a bool object holding another byte is undefined).
+      Tensor t = Tensor::empty(e.shape, DType::boolean);
+      bool* dst = t.data<bool>();
+      for (int64_t i = 0; i < e.numel; ++i) dst[i] = src[i] != 0;
       return t;
     }
     case FileDType::f16:
@@ -147,6 +163,18 @@ Tensor read_tensor(const Entry& e, const uint8_t* src) {
 
 // ---------------------------------------------------------------------------------------------
 // writing
+
+// safetensors' (and PyTorch's safetensors.torch) name of each of heed's dtypes.
+const char* file_dtype_name(DType d) {
+  switch (d) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::boolean: return "BOOL";
+  }
+  return "?";  // unreachable
+}
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -284,9 +312,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   // ---- the header ----
-  // Data in the order given, except that float64 tensors come first: every tensor then starts at
-  // a multiple of its element size (the data section itself starts at a multiple of 8), which
-  // zero-copy readers need. This is what the safetensors package does too.
+  // Data in the order given, except that larger elements come first (float64 and int64, then
+  // float32 and int32, then bool): every tensor then starts at a multiple of its element size (the
+  // data section itself starts at a multiple of 8), which zero-copy readers need. This is what the
+  // safetensors package does too.
   std::vector<size_t> order(tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) {
@@ -298,12 +327,11 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (size_t i : order) {
     const auto& [name, t] = tensors[i];
     HEED_CHECK(t.defined(), "save_safetensors: ", path, ": tensor '", name, "' is undefined");
-    HEED_CHECK(is_floating(t.dtype()), "save_safetensors: ", path, ": tensor '", name, "' is ", dtype_name(t.dtype()),
-               " (heed writes F32 and F64)");
+
     HEED_CHECK(name != "__metadata__", "save_safetensors: ", path, ": \"__metadata__\" cannot name a tensor");
     HEED_CHECK(!header.contains(name), "save_safetensors: ", path, ": tensor name '", name, "' appears twice");
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
-    header[name] = {{"dtype", t.dtype() == DType::f32 ? "F32" : "F64"},
+    header[name] = {{"dtype", file_dtype_name(t.dtype())},
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
@@ -338,13 +366,9 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     for (size_t k = 0; k < order.size() && !err; ++k) {
       const Tensor& t = tensors[order[k]].second;
       if (t.numel() == 0) continue;
-      visit_dtype(t.dtype(), [&]<class T>() {
-        if (t.is_contiguous()) {
-          err = w.put(t.data<T>(), static_cast<size_t>(t.numel()) * sizeof(T));
-        } else {
-          const std::vector<T> rows = t.to_vector<T>();  // row-major copy of a strided view
-          err = w.put(rows.data(), rows.size() * sizeof(T));
-        }
+      visit_any_dtype(t.dtype(), [&]<class T>() {
+        const Tensor rows = t.is_contiguous() ? t : t.contiguous();  // row-major copy of a strided view
+        err = w.put(rows.data<T>(), static_cast<size_t>(t.numel()) * sizeof(T));
       });
     }
     if (!err) err = w.flush();

@@ -24,28 +24,29 @@
 namespace heed::nn {
 
 /// A safetensors file's contents: the tensors in data order (for heed's files, the order they were
-/// saved in, float64 ones first) and the string metadata.
+/// saved in, larger elements first) and the string metadata.
 struct SafetensorsFile {
   std::map<std::string, std::string> metadata;
   std::vector<std::pair<std::string, Tensor>> tensors;
 };
 
-/// Writes `tensors` (F32 or F64 by dtype, any strides: written row-major; data in the given order,
-/// float64 tensors first so each is aligned to its element size) and `metadata` to `path`
-/// atomically (temporary file `path.tmp.<pid>`, fsync, rename, fsync of the directory). On failure
+/// Writes `tensors` (F32, F64, I32, I64 or BOOL by dtype, PyTorch's names; any strides: written
+/// row-major; data in the given order, larger elements first so each is aligned to its size) and
+/// `metadata` to `path` atomically (temporary file `path.tmp.<pid>`, fsync, rename, fsync of the directory). On failure
 /// the temporary file is removed, an existing `path` is left intact, and heed::Error names the
 /// path and the system's reason. Names must be unique and not "__metadata__".
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata);
 
-/// Reads a safetensors file. F32 and F64 tensors keep their type; F16 and BF16 become float32.
+/// Reads a safetensors file. F32, F64, I32, I64 and BOOL tensors keep their type (a BOOL byte
+/// other than 0 reads as true); F16 and BF16 become float32.
 /// Throws heed::Error if the file cannot be read or is malformed (see parse_safetensors).
 SafetensorsFile load_safetensors(const std::string& path);
 
 /// Parses safetensors bytes (`what` names the source in errors). Rejects, with a heed::Error: fewer
 /// than 8 bytes, a header length past the end or over 100 MB, a header that is not a JSON object
 /// (or nests deeper than 64, or repeats a key), an entry that is not an object, a dtype other than
-/// F32/F64/F16/BF16, a shape that is not an array of non-negative integers whose product (times
+/// F32/F64/F16/BF16/I32/I64/BOOL, a shape that is not an array of non-negative integers whose product (times
 /// the element size) fits in int64, data_offsets that are not two non-negative integers with
 /// begin <= end inside the data section, a byte count other than numel times the element size,
 /// tensors whose bytes overlap, and a __metadata__ that is not an object of strings.

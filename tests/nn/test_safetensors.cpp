@@ -175,6 +175,68 @@ TEST_CASE("safetensors round trip: float32 and float64 with metadata", "[safeten
   REQUIRE(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
 }
 
+TEST_CASE("safetensors round trip: int32, int64 and bool tensors under PyTorch's dtype names, and a state_dict "
+          "with integer buffers",
+          "[safetensors]") {
+  TempDir dir;
+  const Tensor i32 = Tensor::from_vector(std::vector<int32_t>{-7, 0, 2147483647, -2147483647 - 1}, {2, 2});
+  const Tensor i64 = Tensor::from_vector(std::vector<int64_t>{int64_t{1} << 40, -3, 5}, {3});
+  const Tensor flags = Tensor({{true, false, true}, {false, false, true}});
+  const Tensor strided = transpose(flags, 0, 1);  // written row-major
+  const std::string path = dir.file("ints.safetensors");
+  nn::save_safetensors(path, {{"flags", flags}, {"i32", i32}, {"i64", i64}, {"t", strided}}, {});
+  const std::vector<uint8_t> raw = read_bytes(path);
+  uint64_t n;
+  std::memcpy(&n, raw.data(), 8);
+  auto header = nlohmann::json::parse(raw.begin() + 8, raw.begin() + 8 + n);
+  CHECK(header["i32"]["dtype"] == "I32");
+  CHECK(header["i64"]["dtype"] == "I64");
+  CHECK(header["flags"]["dtype"] == "BOOL");
+  // Larger elements first (each aligned to its size): int64, int32, then the bools, one byte each.
+  CHECK(header["i64"]["data_offsets"] == nlohmann::json::array({0, 24}));
+  CHECK(header["i32"]["data_offsets"] == nlohmann::json::array({24, 40}));
+  CHECK(header["flags"]["data_offsets"] == nlohmann::json::array({40, 46}));
+  CHECK(header["t"]["data_offsets"] == nlohmann::json::array({46, 52}));
+  CHECK(raw[8 + n + 40] == 1);
+  CHECK(raw[8 + n + 41] == 0);
+  nn::SafetensorsFile f = nn::load_safetensors(path);
+  REQUIRE(f.tensors.size() == 4);
+  std::map<std::string, Tensor> got(f.tensors.begin(), f.tensors.end());
+  REQUIRE(got["i32"].dtype() == DType::i32);
+  CHECK(got["i32"].to_vector<int32_t>() == i32.to_vector<int32_t>());
+  REQUIRE(got["i64"].dtype() == DType::i64);
+  CHECK(got["i64"].to_vector<int64_t>() == i64.to_vector<int64_t>());
+  REQUIRE(got["flags"].dtype() == DType::boolean);
+  CHECK(got["flags"].to_vector<int64_t>() == flags.to_vector<int64_t>());
+  CHECK(got["t"].shape() == Shape{3, 2});
+  CHECK(got["t"].to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 0, 1, 1});
+  // A BOOL byte other than 0 or 1 reads as true (never an invalid bool).
+  std::vector<uint8_t> odd = make_file(one("\"dtype\": \"BOOL\", \"shape\": [3], \"data_offsets\": [0, 3]"), 3);
+  odd[odd.size() - 3] = 0, odd[odd.size() - 2] = 2, odd[odd.size() - 1] = 255;
+  CHECK(parse(odd).tensors[0].second.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
+
+  // A module whose state_dict holds integer and bool buffers round-trips through a file.
+  struct Counter : nn::Module {
+    Tensor weight, steps, seen;
+    explicit Counter(float w) {
+      register_parameter("weight", weight, Tensor::full({2}, w));
+      register_buffer("steps", steps, Tensor::from_vector(std::vector<int64_t>{0}, {1}));
+      register_buffer("seen", seen, Tensor::zeros({3}, DType::boolean));
+    }
+  };
+  Counter a(1.5f), b(0.0f);
+  a.steps = Tensor::from_vector(std::vector<int64_t>{123456789012}, {1});
+  a.seen = Tensor({true, false, true});
+  const std::string mpath = dir.file("module.safetensors");
+  nn::save_state_dict(a, mpath);
+  nn::load_state_dict(b, mpath);
+  CHECK(b.weight.to_vector<float>() == std::vector<float>{1.5f, 1.5f});
+  REQUIRE(b.steps.dtype() == DType::i64);
+  CHECK(b.steps.to_vector<int64_t>() == std::vector<int64_t>{123456789012});
+  REQUIRE(b.seen.dtype() == DType::boolean);
+  CHECK(b.seen.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
+}
+
 TEST_CASE("safetensors reads a file made in Python, with F16/BF16 converted to float32", "[safetensors]") {
   nn::SafetensorsFile f = nn::parse_safetensors(kPythonFile.data(), kPythonFile.size(), "python.safetensors");
   REQUIRE(f.metadata == std::map<std::string, std::string>{{"format", "pt"}, {"note", "h\u00e9llo"}});
@@ -244,7 +306,7 @@ TEST_CASE("safetensors rejects malformed files with errors naming the file, fiel
   fails(make_file("{\"w\": 5}"), "tensor 'w': entry is not a JSON object but number");
   fails(make_file(one("\"shape\": [2], \"data_offsets\": [0, 8]"), 8), "tensor 'w': missing \"dtype\"");
   fails(make_file(one("\"dtype\": 3, \"shape\": [2], \"data_offsets\": [0, 8]"), 8), "tensor 'w': \"dtype\" is not a string");
-  fails(make_file(one("\"dtype\": \"I64\", \"shape\": [1], \"data_offsets\": [0, 8]"), 8), "tensor 'w': unsupported dtype 'I64'");
+  fails(make_file(one("\"dtype\": \"I16\", \"shape\": [1], \"data_offsets\": [0, 2]"), 2), "tensor 'w': unsupported dtype 'I16'");
   // shapes
   fails(make_file(one("\"dtype\": \"F32\", \"data_offsets\": [0, 8]"), 8), "tensor 'w': missing \"shape\"");
   fails(make_file(one("\"dtype\": \"F32\", \"shape\": 2, \"data_offsets\": [0, 8]"), 8), "\"shape\" is not an array");
