@@ -2,6 +2,7 @@
 // (indented), and the last test fails if any block of the page is not found here verbatim, so
 // the page and this file cannot drift apart.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -29,6 +30,32 @@ TEST_CASE("pytorch.md: masks: scaled_dot_product_attention", "[doc]") {
   Tensor causal = scaled_dot_product_attention(q, q, q, Tensor(), /*is_causal=*/true);
   CHECK(out.shape() == Shape{2, 4, 8});
   CHECK(causal.shape() == Shape{2, 4, 8});
+}
+
+TEST_CASE("pytorch.md: nn.MultiheadAttention's options", "[doc]") {
+  nn::MultiHeadAttention mha({.d_model = 16, .n_head = 4, .kdim = 12, .vdim = 8,
+                              .fused_qkv = false, .out_bias = false});
+  Tensor query = Tensor::randn({2, 5, 16}), key = Tensor::randn({2, 7, 12}), value = Tensor::randn({2, 7, 8});
+  Tensor blocked = triu(Tensor::ones({5, 7}, DType::boolean), 3);   // true = NOT allowed
+  Tensor padding = Tensor({{false, false, false, false, false, false, false},
+                           {false, false, false, false, false, true, true}});
+  auto [out, weights] = mha.forward(query, key, value,
+                                    {.key_padding_mask = padding, .attn_mask = blocked, .need_weights = true});
+  CHECK(out.shape() == Shape{2, 5, 16});
+  CHECK(weights.shape() == Shape{2, 5, 7});          // averaged over the heads
+  CHECK(weights[1][0][6].item() == 0);               // a padded key
+  Tensor single = mha.forward(query[0], key[0], value[0]).output;   // unbatched (T, C)
+  CHECK(single.shape() == Shape{5, 16});
+}
+
+TEST_CASE("pytorch.md: modules: integer and bool tensors in safetensors files", "[doc]") {
+  Tensor ids = Tensor::arange(4, DType::i64);
+  std::string path = (std::filesystem::temp_directory_path() / "heed_doc_ids.safetensors").string();
+  nn::save_safetensors(path, {{"ids", ids}, {"big", ids > 1}}, {});
+  nn::SafetensorsFile file = nn::load_safetensors(path);
+  CHECK(file.tensors[0].second.dtype() == DType::i64);
+  CHECK(file.tensors[1].second.dtype() == DType::boolean);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("pytorch.md: modules: assignment and state dicts", "[doc]") {
@@ -79,5 +106,5 @@ TEST_CASE("pytorch.md: every snippet of the page is compiled by this file", "[do
     ++blocks;
     at = end + close.size();
   }
-  REQUIRE(blocks == 4);
+  REQUIRE(blocks == 6);
 }
