@@ -523,7 +523,7 @@ TEST_CASE("MultiHeadAttention options: kdim, vdim and the bias switches shape th
                       Catch::Contains("bool") && Catch::Contains("int32"));
 }
 
-TEST_CASE("MultiHeadAttention masks: bool and float attention masks combine with padding and causal; the fused and "
+TEST_CASE("MultiHeadAttention masks: bool and float attention masks combine with padding and causal, the fused and "
           "the weights-returning paths agree",
           "[attention]") {
   const int64_t B = 2, Tq = 4, Tk = 6, nh = 2;
