@@ -1,6 +1,6 @@
-// Attention's ops: the key padding mask, attention_softmax (scale + causal/padding mask + softmax
-// of a (B, H, Tq, Tk) score tensor) and attention_heads (the whole of softmax(q k^T) v over every
-// head between the projections). Kernels come in llm.c-style forward/backward pairs over one
+// Attention's ops: the key padding mask, attention masks as additive biases, attention_softmax
+// (scale + bias + causal/padding mask + softmax of a (B, H, Tq, Tk) score tensor) and
+// attention_heads (the whole of softmax(q k^T) v over every head between the projections). Kernels come in llm.c-style forward/backward pairs over one
 // head's rows; the autograd wrappers below them hold the saved state and split heads over the
 // threads. Masked keys are skipped, not filled with -inf and exponentiated: a causal row i stops at
 // its last visible key, so the upper triangle of every product is never computed.
@@ -213,13 +213,15 @@ Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const 
                                 mask ? mask->pad.data() + b * Tk : nullptr, static_cast<T>(scale), H * Tq, Tq, Tk,
                                 causal, head_bias<T>(bv, b, 0));
   });
+  // With a bias that requires grad, the backward also gives dz, the gradient of the biased
+  // scores z = scale s + bias (then ds = scale dz): the bias's gradient is dz summed to its shape.
   const bool bias_grad = bias.defined() && bias.requires_grad();
+  const Shape bias_shape = bias_grad ? bias.shape() : Shape{};
+  const DType bias_dtype = bias_grad ? bias.dtype() : scores.dtype();
   return record("attention_softmax", out, {scores, bias},
-                [y = out.detach(), scale, causal, bias_grad, bias_shape = bias_grad ? bias.shape() : Shape{}, bias_dtype = bias_grad ? bias.dtype() : scores.dtype()](
-                    const Tensor& g) {
+                [y = out.detach(), scale, causal, bias_grad, bias_shape, bias_dtype](const Tensor& g) {
                   const int64_t Tq = y.size(2), Tk = y.size(3), R = y.numel() / Tk;
                   Tensor ds = Tensor::empty(y.shape(), y.dtype());
-                  // The bias's gradient is that of the scaled scores z = scale s + bias: dz, and ds = scale dz.
                   Tensor dz = bias_grad ? Tensor::empty(y.shape(), y.dtype()) : Tensor();
                   visit_dtype(y.dtype(), [&]<class T>() {
                     if (!bias_grad) {

@@ -36,9 +36,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                  dtype_name(attn_mask.dtype()));
       bias = attn_mask;
     }
-    HEED_CHECK(bias.dim() <= scores.dim() && broadcast_shapes(bias.shape(), shape, "scaled_dot_product_attention") == shape,
-               "scaled_dot_product_attention: attn_mask ", to_string(attn_mask.shape()), " does not broadcast to the scores ",
-               to_string(shape));
+    HEED_CHECK(bias.dim() <= scores.dim() &&
+                   broadcast_shapes(bias.shape(), shape, "scaled_dot_product_attention") == shape,
+               "scaled_dot_product_attention: attn_mask ", to_string(attn_mask.shape()),
+               " does not broadcast to the scores ", to_string(shape));
   } else if (is_causal && L != S) {
     bias = additive_mask(logical_not(tril(Tensor::ones({L, S}, DType::boolean))), scores.dtype());
   }

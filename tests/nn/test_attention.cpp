@@ -598,7 +598,8 @@ TEST_CASE("MultiHeadAttention gradcheck: attention masks (bool, float, with padd
   using In = std::vector<Tensor>;
   for (bool causal : {false, true}) {
     nn::MultiHeadAttention m(
-        {.d_model = 8, .n_head = 2, .kdim = 5, .vdim = 3, .causal = causal, .fused_qkv = false, .out_bias = false, .seed = 8});
+        {.d_model = 8, .n_head = 2, .kdim = 5, .vdim = 3, .causal = causal, .fused_qkv = false, .out_bias = false,
+         .seed = 8});
     m.to(DType::f64);
     for (const Tensor& mask : {bool_mask, float_mask}) {
       for (bool padded : {false, true}) {

@@ -121,7 +121,8 @@ TEST_CASE("torch interop: nn.MultiheadAttention with kdim, vdim, bias switches, 
   const Tensor bool_mask = get(file, "mhakv.bool_mask") != 0.0, pad = get(file, "mhakv.pad") != 0.0;
   const Tensor float_mask = get(file, "mhakv.float_mask");
 
-  auto [y_bool, w_bool] = attn.forward(q, k, v, {.key_padding_mask = pad, .attn_mask = bool_mask, .need_weights = true});
+  auto [y_bool, w_bool] =
+      attn.forward(q, k, v, {.key_padding_mask = pad, .attn_mask = bool_mask, .need_weights = true});
   require_close(y_bool, get(file, "mhakv.y_bool"), 2e-6);
   require_close(w_bool, get(file, "mhakv.w_bool"), 1e-6);
   // The fused path (no weights asked for) gives the same output.
