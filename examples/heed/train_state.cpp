@@ -19,6 +19,8 @@ namespace {
 // The largest plausible wall time of a run (a century), so a tampered value cannot overflow sums.
 constexpr double kMaxElapsed = 3.2e9;
 
+}  // namespace
+
 std::string encode_generator(const Generator& g) {
   json j = json::array();
   for (uint64_t w : g.state()) j.push_back(std::to_string(w));
@@ -40,6 +42,8 @@ Generator::State decode_generator(const std::string& text, const std::string& wh
   HEED_CHECK(s != Generator::State{}, what, ": a random state of all zeros (the generator would only give zeros)");
   return s;
 }
+
+namespace {
 
 void collect_dropouts(nn::Module& m, const std::string& prefix, std::vector<std::pair<std::string, Generator*>>& out) {
   if (auto* d = dynamic_cast<nn::Dropout*>(&m)) out.emplace_back(prefix.empty() ? "." : prefix, &d->generator());
@@ -130,6 +134,14 @@ TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::st
                ": \"last_eval\" must be the log line of the evaluation at iteration ", r.iter, ", got ",
                r.last_eval.dump());
   }
+  if (auto it = file.metadata.find("best_val_loss"); it != file.metadata.end()) {
+    const std::string& text = it->second;
+    double b = -1;
+    const auto br = std::from_chars(text.data(), text.data() + text.size(), b);
+    HEED_CHECK(br.ec == std::errc() && br.ptr == text.data() + text.size() && std::isfinite(b) && b >= 0, what,
+               ": \"best_val_loss\" must be a finite loss, got \"", text, "\"");
+    r.best_val_loss = b;
+  }
   return r;
 }
 
@@ -191,7 +203,7 @@ void save_train_state(const std::string& path, nn::Module& model, const optim::O
   std::ostringstream elapsed;
   elapsed.precision(17);
   elapsed << record.elapsed_s;
-  const std::map<std::string, std::string> meta{
+  std::map<std::string, std::string> meta{
       {"iter", std::to_string(record.iter)},
       {"eval_done", record.eval_done ? "true" : "false"},
       {"optimizer_step", std::to_string(optimizer.step_count())},
@@ -201,6 +213,12 @@ void save_train_state(const std::string& path, nn::Module& model, const optim::O
       {"vocab", json(record.vocab_utf8).dump()},
       {"elapsed_s", elapsed.str()},
       {"last_eval", record.last_eval.dump()}};
+  if (std::isfinite(record.best_val_loss)) {
+    std::ostringstream best;
+    best.precision(17);
+    best << record.best_val_loss;
+    meta["best_val_loss"] = best.str();
+  }
   nn::save_safetensors(path, tensors, meta);
 }
 
