@@ -94,29 +94,6 @@ double seq2seq_bytes(const Seq2SeqOptions& o) {
 
 }  // namespace
 
-namespace {
-
-// --resume: the recorded recipe (and --max-iters unless given), the flags given checked against it.
-Seq2SeqOptions resumed_seq2seq_options(const Seq2SeqRequest& req, const Seq2SeqStateRecord& record,
-                                       const std::string& what) {
-  Seq2SeqOptions o = req.options;
-  for (const auto& opt : seq2seq_option_table()) {
-    const bool named = req.from_command_line.count(opt.name) > 0;
-    if (opt.role == Role::recipe) {
-      if (named && opt.get(req.options) != opt.get(record.options))
-        throw UsageError("--" + opt.flag + " " + format_value(opt.get(req.options)) + " differs from the run's " +
-                         format_value(opt.get(record.options)) + ": --resume continues the recipe saved in " + what +
-                         " (only --max-iters and how the process runs, such as --threads, may change)");
-      opt.set(o, opt.get(record.options));
-    } else if (opt.role == Role::length && !named) {
-      opt.set(o, opt.get(record.options));
-    }
-  }
-  return o;
-}
-
-}  // namespace
-
 int run_seq2seq(const Seq2SeqRequest& req) {
   if (req.resume && req.overwrite) throw UsageError("--resume and --overwrite contradict each other: choose one");
   if (req.resume && req.options.out.empty()) throw UsageError("--resume needs --out, the run directory to continue");
@@ -155,7 +132,7 @@ int run_seq2seq(const Seq2SeqRequest& req) {
       state = nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what_state);
     }
     record = read_seq2seq_state(state, what_state);
-    o = resumed_seq2seq_options(req, record, what_state);
+    o = resumed_options(seq2seq_option_table(), req.options, record.options, req.from_command_line, what_state);
     check_ranges(seq2seq_option_table(), o);
     if (o.max_iters < record.iter)
       throw UsageError("--max-iters " + std::to_string(o.max_iters) + ": the run in " + o.out + " has done " +

@@ -364,25 +364,6 @@ void take_architecture(const TrainRequest& req, TrainOptions& o, const nn::GPTCo
   validate(o);
 }
 
-// --resume: the recorded recipe, with the flags given checked against it.
-TrainOptions resumed_options(const TrainRequest& req, const TrainOptions& given, const TrainStateRecord& record,
-                             const std::string& what) {
-  TrainOptions o = given;
-  for (const auto& opt : train_option_table()) {
-    const bool named = req.from_command_line.count(opt.name) || req.from_config.count(opt.name);
-    if (opt.role == Role::recipe) {
-      if (named && opt.get(given) != opt.get(record.options))
-        throw UsageError("--" + opt.flag + " " + format_value(opt.get(given)) + " differs from the run's " +
-                         format_value(opt.get(record.options)) + ": --resume continues the recipe saved in " + what +
-                         " (only --max-iters and how the process runs, such as --threads, may change)");
-      opt.set(o, opt.get(record.options));
-    } else if (opt.role == Role::length && !named) {
-      opt.set(o, opt.get(record.options));  // extend or shorten a run with the flag
-    }
-  }
-  return o;
-}
-
 // ------------------------------------------------------------------------------------------
 // Phase 4: the training loop
 
@@ -575,7 +556,9 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
       state = nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what_state);
     }
     record = read_train_state(state, what_state);
-    o = resumed_options(req, o, record, what_state);
+    std::set<std::string> named = req.from_command_line;
+    named.insert(req.from_config.begin(), req.from_config.end());
+    o = resumed_options(train_option_table(), o, record.options, named, what_state);
   }
   const AutocastBF16 autocast(precision_is_bf16(o.precision));  // the run's, recorded with its recipe
   apply_threads(o.threads);
