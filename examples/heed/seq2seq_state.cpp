@@ -46,16 +46,12 @@ std::string seq2seq_state_path(const std::string& dir) {
 
 void save_seq2seq_state(const std::string& path, nn::EncoderDecoder& model, const optim::Optimizer& optimizer,
                         const Generator& data_gen, const Seq2SeqStateRecord& record) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (auto& [name, t] : model.named_parameters()) tensors.emplace_back("model." + name, t);
-  for (auto& [name, t] : optimizer.state_tensors()) tensors.emplace_back("optim." + name, t);
-  json gens = json::object();
-  for (auto& [p, g] : dropout_generators(model)) gens[p] = encode_generator(*g);
+  const auto tensors = training_tensors(model, optimizer);
   const std::map<std::string, std::string> meta{
       {"seq2seq_iter", std::to_string(record.iter)},
       {"optimizer_step", std::to_string(optimizer.step_count())},
       {"data_rng", encode_generator(data_gen)},
-      {"dropout_rng", gens.dump()},
+      {"dropout_rng", encode_dropout_generators(model)},
       {"options", options_to_json(seq2seq_option_table(), record.options, {Role::recipe, Role::length}).dump()},
       {"interval_loss", exact(record.interval_loss)},
       {"interval_steps", std::to_string(record.interval_steps)},
@@ -75,12 +71,7 @@ Seq2SeqStateRecord read_seq2seq_state(const nn::SafetensorsFile& file, const std
   HEED_CHECK(optimizer_step == r.iter, what, ": \"optimizer_step\" ", optimizer_step, " differs from \"seq2seq_iter\" ",
              r.iter, " (heed steps the optimizer once per iteration)");
   r.data_rng = decode_generator(meta("data_rng"), what + ": \"data_rng\"");
-  const json gens = json::parse(meta("dropout_rng"), nullptr, false);
-  HEED_CHECK(gens.is_object(), what, ": \"dropout_rng\" must be a JSON object of random states");
-  for (auto& [path, g] : gens.items()) {
-    HEED_CHECK(g.is_string(), what, ": \"dropout_rng\" entry '", path, "' must be a string");
-    r.dropout_rng[path] = decode_generator(g.get<std::string>(), what + ": \"dropout_rng\" entry '" + path + "'");
-  }
+  r.dropout_rng = decode_dropout_generators(meta("dropout_rng"), what);
   const json options = json::parse(meta("options"), nullptr, false);
   r.options = defaults(seq2seq_option_table());
   options_from_json(seq2seq_option_table(), r.options, options, {Role::recipe, Role::length}, what + ": \"options\"");

@@ -102,12 +102,7 @@ TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::st
   HEED_CHECK(done == "true" || done == "false", what, ": \"eval_done\" must be true or false, got \"", done, "\"");
   r.eval_done = done == "true";
   r.data_rng = decode_generator(meta("data_rng"), what + ": \"data_rng\"");
-  const json gens = json::parse(meta("dropout_rng"), nullptr, false);
-  HEED_CHECK(gens.is_object(), what, ": \"dropout_rng\" must be a JSON object of random states");
-  for (auto& [path, g] : gens.items()) {
-    HEED_CHECK(g.is_string(), what, ": \"dropout_rng\" entry '", path, "' must be a string");
-    r.dropout_rng[path] = decode_generator(g.get<std::string>(), what + ": \"dropout_rng\" entry '" + path + "'");
-  }
+  r.dropout_rng = decode_dropout_generators(meta("dropout_rng"), what);
   const json options = json::parse(meta("options"), nullptr, false);
   HEED_CHECK(options.is_object(), what, ": \"options\" is not a JSON object");
   r.options = defaults(train_option_table());
@@ -193,13 +188,33 @@ void restore_train_state(const nn::SafetensorsFile& file, const TrainStateRecord
   for (auto& [path, g] : gens) g->set_state(record.dropout_rng.at(path));
 }
 
-void save_train_state(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
-                      const Generator& data_gen, const TrainStateRecord& record) {
+std::string encode_dropout_generators(nn::Module& model) {
+  json gens = json::object();
+  for (auto& [p, g] : dropout_generators(model)) gens[p] = encode_generator(*g);
+  return gens.dump();
+}
+
+std::map<std::string, Generator::State> decode_dropout_generators(const std::string& text, const std::string& what) {
+  const json gens = json::parse(text, nullptr, false);
+  HEED_CHECK(gens.is_object(), what, ": \"dropout_rng\" must be a JSON object of random states");
+  std::map<std::string, Generator::State> out;
+  for (auto& [path, g] : gens.items()) {
+    HEED_CHECK(g.is_string(), what, ": \"dropout_rng\" entry '", path, "' must be a string");
+    out[path] = decode_generator(g.get<std::string>(), what + ": \"dropout_rng\" entry '" + path + "'");
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> training_tensors(nn::Module& model, const optim::Optimizer& optimizer) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [name, t] : model.named_parameters()) tensors.emplace_back("model." + name, t);
   for (auto& [name, t] : optimizer.state_tensors()) tensors.emplace_back("optim." + name, t);
-  json gens = json::object();
-  for (auto& [p, g] : dropout_generators(model)) gens[p] = encode_generator(*g);
+  return tensors;
+}
+
+void save_train_state(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
+                      const Generator& data_gen, const TrainStateRecord& record) {
+  const auto tensors = training_tensors(model, optimizer);
   std::ostringstream elapsed;
   elapsed.precision(17);
   elapsed << record.elapsed_s;
@@ -208,7 +223,7 @@ void save_train_state(const std::string& path, nn::Module& model, const optim::O
       {"eval_done", record.eval_done ? "true" : "false"},
       {"optimizer_step", std::to_string(optimizer.step_count())},
       {"data_rng", encode_generator(data_gen)},
-      {"dropout_rng", gens.dump()},
+      {"dropout_rng", encode_dropout_generators(model)},
       {"options", options_to_json(train_option_table(), record.options, {Role::recipe, Role::length}).dump()},
       {"vocab", json(record.vocab_utf8).dump()},
       {"elapsed_s", elapsed.str()},

@@ -58,6 +58,14 @@ void save_train_state(const std::string& path, nn::Module& model, const optim::O
 std::string encode_generator(const Generator& g);
 Generator::State decode_generator(const std::string& text, const std::string& what);
 
+/// The "dropout_rng" metadata: every Dropout module's generator state by module path, as a JSON
+/// object, and back (a heed::Error naming `what` for anything else).
+std::string encode_dropout_generators(nn::Module& model);
+std::map<std::string, Generator::State> decode_dropout_generators(const std::string& text, const std::string& what);
+/// The tensors of a training state: "model.<name>" for every parameter, "optim.<name>..." for the
+/// optimizer's state.
+std::vector<std::pair<std::string, Tensor>> training_tensors(nn::Module& model, const optim::Optimizer& optimizer);
+
 /// The generators of every Dropout module in `model`, by module path.
 std::vector<std::pair<std::string, Generator*>> dropout_generators(nn::Module& model);
 
