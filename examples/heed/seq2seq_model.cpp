@@ -25,7 +25,9 @@ OptionTable<S> make_seq2seq_table() {
       {"max-iters", "max_iters", {}, &S::max_iters, int64_t(-1), {1, double(kMaxIters)},
        "training iterations (-1: the task's default, copy 1000, reverse 2000, dates 1500)", Role::length},
       {"out", "out", {"out_dir"}, &S::out, std::string(), {},
-       "run directory for model.safetensors, log.jsonl and loss.svg (for heed attention)", Role::local, true},
+       "run directory: model.safetensors (for heed attention), seq2seq_state.safetensors (for --resume), "
+       "log.jsonl, loss.svg",
+       Role::local, true},
       {"batch-size", "batch_size", {}, &S::batch_size, int64_t(64), {1, double(1 << 20)}, "examples per batch"},
       {"n-embd", "n_embd", {"d-model", "d_model"}, &S::d_model, int64_t(128), {1, double(kSeq2SeqMaxWidth)},
        "model width, d_model (divisible by --n-head; --d-model is another name for it)"},
