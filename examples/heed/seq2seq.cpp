@@ -99,6 +99,7 @@ int run_seq2seq(const Seq2SeqRequest& req) {
   if (req.resume && req.options.out.empty()) throw UsageError("--resume needs --out, the run directory to continue");
   Seq2SeqOptions o = req.options;
   if (!req.resume) {
+    if (o.task.empty()) throw UsageError("--task is required: copy, reverse or dates (or --resume --out DIR)");
     try {
       check_task(o.task);
     } catch (const Error& e) {
