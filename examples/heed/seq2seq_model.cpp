@@ -34,7 +34,7 @@ OptionTable<S> make_seq2seq_table() {
       {"n-head", "n_head", {}, &S::n_head, int64_t(4), {1, double(kSeq2SeqMaxWidth)}, "attention heads"},
       {"n-layer", "n_layer", {}, &S::n_layer, int64_t(2), {1, double(kSeq2SeqMaxLayers)},
        "encoder layers (and as many decoder layers)"},
-      {"lr", "lr", {"learning_rate"}, &S::lr, 1e-3, {0, inf, true}, "peak learning rate"},
+      {"lr", "lr", {"learning_rate"}, &S::lr, 2e-3, {0, inf, true}, "peak learning rate"},
       {"min-lr", "min_lr", {}, &S::min_lr, -1.0, {-1, inf},
        "final learning rate of the cosine decay (-1: --lr / 20)", Role::recipe, false, false, true},
       {"warmup-iters", "warmup_iters", {}, &S::warmup_iters, int64_t(-1), {-1, double(kMaxIters)},
