@@ -6,7 +6,10 @@ nanoGPT's GPT.generate (scripts/heed_torch.py, no cache) on the same checkpoint,
 
 heed's time is the whole `heed sample` process (start, checkpoint load, generation, output);
 PyTorch's is its generate call only (model built and loaded, `import torch` done before the clock
-starts), so the ratio, if anything, favours PyTorch.
+starts), so the ratio, if anything, favours PyTorch. Each is also timed in CPU seconds (heed: the
+child process's user + system time; PyTorch: the process's CPU time around the call): on a machine
+shared with other work, wall times mostly measure the scheduler, and the CPU-time ratio is the
+steadier figure (still favouring PyTorch, whose CPU time leaves out its start and load).
 
 Usage: /usr/bin/python3 bench/sample_compare.py [--configs small default] [--pairs 3]
            [--heed build/heed] [--threads 2] [--checkpoint-dir DIR]
@@ -19,6 +22,7 @@ characters (speed does not depend on what the weights learned).
 import argparse
 import os
 import statistics
+import resource
 import subprocess
 import sys
 import tempfile
@@ -51,22 +55,26 @@ def make_checkpoint(name, directory):
 def time_heed(heed, checkpoint, n, threads, seed):
     cmd = [heed, "sample", "--checkpoint", checkpoint, "--tokens", str(n), "--threads", str(threads),
            "--seed", str(seed)]
-    t0 = time.perf_counter()
+    def cpu():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    c0, t0 = cpu(), time.perf_counter()
     p = subprocess.run(cmd, capture_output=True)
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, cpu() - c0
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode()}")
-    return n / dt
+    return n / dt, n / dc
 
 
 def time_torch(model, chars, n, seed):
     torch.manual_seed(seed)
     idx = torch.tensor([[chars.index("\n")]], dtype=torch.long)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     out = model.generate(idx, n, temperature=0.8, top_k=200)
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
     assert out.size(1) == n + 1
-    return n / dt
+    return n / dt, n / dc
 
 
 def main():
@@ -84,18 +92,20 @@ def main():
         checkpoint = make_checkpoint(name, directory)
         model, chars = load_heed(checkpoint)
         n = CONFIGS[name][4]
-        ratios, heed_cps, torch_cps = [], [], []
+        ratios, heed_cps, torch_cps, cpu_ratios = [], [], [], []
         for pair in range(a.pairs):
-            h = time_heed(a.heed, checkpoint, n, a.threads, 1337 + pair)
-            t = time_torch(model, chars, n, 1337 + pair)
+            h, h_cpu = time_heed(a.heed, checkpoint, n, a.threads, 1337 + pair)
+            t, t_cpu = time_torch(model, chars, n, 1337 + pair)
             heed_cps.append(h)
             torch_cps.append(t)
             ratios.append(h / t)
-            print(f"  {name} pair {pair + 1}: heed {h:,.0f} chars/s, PyTorch {t:,.1f} chars/s, ratio {h / t:.1f}x",
-                  flush=True)
+            cpu_ratios.append(h_cpu / t_cpu)
+            print(f"  {name} pair {pair + 1}: heed {h:,.0f} chars/s, PyTorch {t:,.1f} chars/s, ratio {h / t:.1f}x; "
+                  f"per CPU second heed {h_cpu:,.0f}, PyTorch {t_cpu:,.1f}, ratio {h_cpu / t_cpu:.1f}x", flush=True)
         print(f"{name}: {n} characters; heed {statistics.median(heed_cps):,.0f} chars/s, PyTorch "
               f"{statistics.median(torch_cps):,.1f} chars/s; heed/PyTorch median {statistics.median(ratios):.1f}x "
-              f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x over {a.pairs} pairs)", flush=True)
+              f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x over {a.pairs} pairs); per CPU second median "
+              f"{statistics.median(cpu_ratios):.1f}x (min {min(cpu_ratios):.1f}x, max {max(cpu_ratios):.1f}x)", flush=True)
 
 
 if __name__ == "__main__":

@@ -72,8 +72,10 @@ KVCache GPT::make_cache(int64_t B) const {
   return KVCache(config_.n_layer, B, config_.block_size, config_.n_embd, transformer->wte->weight.dtype());
 }
 
-Tensor GPTBlock::forward_cached(const Tensor& x, KVCache& cache, int64_t layer) {
-  Tensor h = x + cached_self_attention(*attn, ln_1->forward(x), cache, layer);
+Tensor GPTBlock::forward_cached(const Tensor& x, KVCache& cache, int64_t layer, bool last_only) {
+  const int64_t n = x.size(1);
+  const Tensor a = cached_self_attention(*attn, ln_1->forward(x), cache, layer, last_only);
+  Tensor h = (last_only && n > 1 ? slice(x, 1, n - 1, n) : x) + a;
   return h + mlp->forward(ln_2->forward(h));
 }
 
@@ -86,9 +88,11 @@ Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T
              " new positions exceed block_size ", config_.block_size);
   const Tensor pos = slice(transformer->wpe->weight, 0, t0, t0 + T);  // the new positions' rows
   Tensor x = add(embed(idx, B, T), pos);
-  for (int64_t l = 0; l < config_.n_layer; ++l) x = (*transformer->h)[l]->forward_cached(x, cache, l);
+  // Only the last position's logits are asked for: the last layer computes that row alone.
+  for (int64_t l = 0; l < config_.n_layer; ++l)
+    x = (*transformer->h)[l]->forward_cached(x, cache, l, /*last_only=*/l == config_.n_layer - 1);
   cache.advance(T);
-  Tensor last = reshape(slice(x, 1, T - 1, T), {B, config_.n_embd});
+  Tensor last = reshape(x, {B, config_.n_embd});
   return lm_head->forward(transformer->ln_f->forward(last));  // (B, V)
 }
 

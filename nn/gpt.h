@@ -48,7 +48,10 @@ class GPTBlock : public Module {
   Tensor forward(const Tensor& x);
   /// The same for n new positions x (B, n, C) after those in `cache` (layer `layer` of it), in
   /// eval mode: the last n rows of forward() over the whole sequence (nn/kv_cache.h).
-  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer);
+  /// With last_only, only the last row (B, 1, C): every position's keys and values still go into
+  /// the cache, but one query, one attention output and one MLP row are computed (the last
+  /// layer of a step that needs the last position's logits alone).
+  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t layer, bool last_only = false);
 
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<MultiHeadAttention> attn;

@@ -68,16 +68,19 @@ Tensor fused_rows(MultiHeadAttention& attn, const Tensor& x, int64_t first, int6
 
 }  // namespace
 
-Tensor cached_self_attention(MultiHeadAttention& attn, const Tensor& x, KVCache& cache, int64_t layer) {
+Tensor cached_self_attention(MultiHeadAttention& attn, const Tensor& x, KVCache& cache, int64_t layer,
+                             bool last_only) {
   HEED_CHECK(attn.options().causal, "cached_self_attention: the attention must be causal (a cache holds the past only)");
   NoGradGuard no_grad;
-  const int64_t C = attn.options().d_model;
+  const int64_t C = attn.options().d_model, n = x.size(1);
+  // The queries of the last position alone: causal attention aligns queries with the last keys.
+  auto last = [&](const Tensor& t) { return last_only && n > 1 ? slice(t, 1, n - 1, n).contiguous() : t; };
   if (attn.options().fused_qkv) {
     const Tensor qkv = attn.c_attn->forward(x);  // (B, n, 3C)
-    return attend(attn, {qkv, 0}, cache.append(layer, qkv, C, 2 * C), true, nullptr);
+    return attend(attn, {last(qkv), 0}, cache.append(layer, qkv, C, 2 * C), true, nullptr);
   }
   const Tensor kv = concat({attn.k_proj->forward(x), attn.v_proj->forward(x)}, 2);
-  return attend(attn, {attn.q_proj->forward(x)}, cache.append(layer, kv, 0, C), true, nullptr);
+  return attend(attn, {attn.q_proj->forward(last(x))}, cache.append(layer, kv, 0, C), true, nullptr);
 }
 
 Tensor cross_keys_values(MultiHeadAttention& attn, const Tensor& memory) {

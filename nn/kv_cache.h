@@ -48,8 +48,10 @@ class KVCache {
 
 /// Causal self-attention of n new positions x (B, n, C) over every position in `cache` and
 /// themselves, appending their keys and values to `layer`: the last n rows of attn.forward()
-/// over the whole sequence. `attn` must be causal.
-Tensor cached_self_attention(MultiHeadAttention& attn, const Tensor& x, KVCache& cache, int64_t layer);
+/// over the whole sequence. `attn` must be causal. With last_only, the last row alone (B, 1, C)
+/// (the keys and values of all n positions are still appended).
+Tensor cached_self_attention(MultiHeadAttention& attn, const Tensor& x, KVCache& cache, int64_t layer,
+                             bool last_only = false);
 
 /// Cross-attention's keys and values of `memory` (B, Tk, C), computed once per source:
 /// (B, Tk, 2C), keys in channels [0, C), values in [C, 2C).

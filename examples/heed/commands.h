@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,29 @@ class UsageError : public Error {
  public:
   using Error::Error;
 };
+
+/// --resume: the options of a run continued from its record. Recipe options come from `recorded`
+/// (one given with another value is a UsageError naming the flag and `what`, the record's file);
+/// length options (--max-iters) too unless given; the others are the ones `given`. `named` is the
+/// set of option names given on the command line or in a config file.
+template <class T>
+T resumed_options(const OptionTable<T>& table, const T& given, const T& recorded, const std::set<std::string>& named,
+                  const std::string& what) {
+  T o = given;
+  for (const auto& opt : table) {
+    const bool is_named = named.count(opt.name) > 0;
+    if (opt.role == Role::recipe) {
+      if (is_named && opt.get(given) != opt.get(recorded))
+        throw UsageError("--" + opt.flag + " " + format_value(opt.get(given)) + " differs from the run's " +
+                         format_value(opt.get(recorded)) + ": --resume continues the recipe saved in " + what +
+                         " (only --max-iters and how the process runs, such as --threads, may change)");
+      opt.set(o, opt.get(recorded));
+    } else if (opt.role == Role::length && !is_named) {
+      opt.set(o, opt.get(recorded));  // extend or shorten a run with the flag
+    }
+  }
+  return o;
+}
 
 struct TrainRequest;
 struct TrainOptions;

@@ -136,12 +136,13 @@ int main(int argc, char** argv) {
   plot->add_option("--log", plot_logs, "log.jsonl written by heed train (repeat to compare runs)")->required();
   plot->add_option("--out", plot_out, "SVG file to write")->required();
 
-  Seq2SeqOptions s2s_opts = defaults(seq2seq_option_table());
-  bool s2s_overwrite = false;
+  Seq2SeqRequest s2s_req;
+  s2s_req.options = defaults(seq2seq_option_table());
   auto* s2s = app.add_subcommand("seq2seq", "train the encoder-decoder Transformer on a generated task; "
                                              "the last line is {\"task\", \"exact_match\", \"examples\"}");
-  add_options(s2s, seq2seq_option_table(), s2s_opts);
-  s2s->add_flag("--overwrite", s2s_overwrite, "start over in an --out that holds a seq2seq run (its files are removed)");
+  add_options(s2s, seq2seq_option_table(), s2s_req.options);
+  s2s->add_flag("--resume", s2s_req.resume, "continue the run in --out from its last checkpoint");
+  s2s->add_flag("--overwrite", s2s_req.overwrite, "start over in an --out that holds a seq2seq run (its files are removed)");
 
   std::string attn_ckpt, attn_text, attn_out;
   auto* attn = app.add_subcommand("attention", "draw attention weights as SVG heatmaps (GPT: self-attention per "
@@ -175,6 +176,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     set_memory_limit_flag(memory_limit);
+    if (s2s->parsed()) s2s_req.from_command_line = given_options(s2s, seq2seq_option_table());
     if (train->parsed()) {
       train_req.from_command_line = given_options(train, train_option_table());
       if (!train_req.config.empty())
@@ -200,7 +202,7 @@ int main(int argc, char** argv) {
     else if (sample->parsed()) code = run_sample(sample_opts);
     else if (eval->parsed()) code = run_eval(eval_opts);
     else if (plot->parsed()) code = run_plot(plot_logs, plot_out);
-    else if (s2s->parsed()) code = run_seq2seq(s2s_opts, s2s_overwrite);
+    else if (s2s->parsed()) code = run_seq2seq(s2s_req);
     else if (attn->parsed()) code = run_attention(attn_ckpt, attn_text, attn_out);
     else if (inspect->parsed()) code = run_inspect(inspect_ckpt, inspect_json);
     finish_stdout();  // output is complete or the command fails

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "io.h"
+#include "seq2seq_state.h"
 
 namespace heed::cli {
 
@@ -24,9 +25,11 @@ std::string state_path(const std::string& dir) { return (fs::path(dir) / "train_
 std::string log_path(const std::string& dir) { return (fs::path(dir) / "log.jsonl").string(); }
 std::string config_path(const std::string& dir) { return (fs::path(dir) / "config.toml").string(); }
 std::string plot_path(const std::string& dir) { return (fs::path(dir) / "loss.svg").string(); }
+std::string best_model_path(const std::string& dir) { return (fs::path(dir) / "best.safetensors").string(); }
 
 std::vector<std::string> run_files(const std::string& dir) {
-  return {model_path(dir), state_path(dir), log_path(dir), config_path(dir), plot_path(dir)};
+  return {model_path(dir),  state_path(dir),      log_path(dir),         config_path(dir),
+          plot_path(dir),   best_model_path(dir), seq2seq_state_path(dir)};
 }
 
 std::string describe(RunKind kind) {
@@ -114,6 +117,7 @@ void prepare_out_dir(const std::string& dir) {
 }  // namespace
 
 RunKind run_kind(const std::string& dir) {
+  if (exists(seq2seq_state_path(dir))) return RunKind::seq2seq;
   if (exists(state_path(dir))) return RunKind::gpt;
   if (exists(model_path(dir))) return model_kind(model_path(dir));
   if (exists(config_path(dir))) return RunKind::gpt;  // only train writes config.toml
@@ -176,11 +180,10 @@ void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& com
                      " never replaces; choose another --out");
   if (mode == OutMode::resume && found_ == RunKind::none)
     throw UsageError("--resume: " + out + " holds no run to continue (no " +
-                     (kind == RunKind::gpt ? "train_state.safetensors" : "model.safetensors") + ")");
+                     (kind == RunKind::gpt ? "train_state.safetensors" : "seq2seq_state.safetensors") + ")");
   if (mode == OutMode::fresh && found_ != RunKind::none)
     throw UsageError(out + " already holds " + describe(found_) + "; " +
-                     // only train continues a run today (seq2seq starts over or goes elsewhere)
-                     (kind == RunKind::gpt ? "add --resume to continue it, " : "") +
+                     "add --resume to continue it, " +
                      "add --overwrite to start over there, or choose another --out");
   remove_stale_temp_files(dir);
   if (mode == OutMode::overwrite)

@@ -19,6 +19,8 @@ std::string state_path(const std::string& dir);
 std::string log_path(const std::string& dir);
 std::string config_path(const std::string& dir);
 std::string plot_path(const std::string& dir);
+/// The checkpoint of the lowest val loss (`heed train --keep-best`).
+std::string best_model_path(const std::string& dir);
 /// Every file a run writes into its directory (the ones above), for "is this one of them" checks.
 std::vector<std::string> run_files(const std::string& dir);
 

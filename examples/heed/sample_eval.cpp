@@ -10,6 +10,7 @@
 #include "core/ops.h"
 #include "corpus.h"
 #include "io.h"
+#include "load_model.h"
 #include "nn/gpt_checkpoint.h"
 #include "precision.h"
 #include "resources.h"
@@ -63,28 +64,6 @@ OptionTable<EvalOptions> make_eval_table() {
       {"threads", "threads", {}, &E::threads, int64_t(0), {0, double(kMaxThreads)}, "threads (0: all cores)", Role::local},
       precision_option(&E::precision, Role::local),
   };
-}
-
-struct LoadedModel {
-  std::shared_ptr<nn::GPT> model;
-  Vocab vocab;
-};
-
-// Reads a GPT checkpoint (a regular file whose loading fits in memory; its config's sizes are
-// backed by the tensors in the file before the model is built, nn/gpt_checkpoint.h).
-LoadedModel load_model(const std::string& path) {
-  if (path.empty()) throw UsageError("--checkpoint is required");
-  const ExitAtOnceOnStop only_reading;  // the library's parsing and copying of a large file never polls a stop
-  const std::string bytes = read_input_file(path, 4.0);  // the bytes, the parsed tensors, their float32 copies, the model
-  nn::LoadedGPT loaded =
-      nn::load_gpt_checkpoint_from_bytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
-  const std::u32string chars = decode_utf8(loaded.vocab_utf8, path + ": metadata \"vocab\"");
-  HEED_CHECK(static_cast<int64_t>(chars.size()) == loaded.model->config().vocab_size, path,
-             ": metadata \"vocab\" has ", chars.size(), " characters but config vocab_size is ",
-             loaded.model->config().vocab_size);
-  LoadedModel m{loaded.model, Vocab(chars)};
-  m.model->eval();
-  return m;
 }
 
 }  // namespace

@@ -23,9 +23,11 @@
 #include "run_dir.h"
 #include "seq2seq.h"
 #include "seq2seq_checkpoint.h"
+#include "seq2seq_state.h"
 #include "seq2seq_tasks.h"
 #include "stop.h"
 #include "train_options.h"
+#include "train_state.h"
 #include "train_step.h"
 
 namespace heed::cli {
@@ -92,56 +94,96 @@ double seq2seq_bytes(const Seq2SeqOptions& o) {
 
 }  // namespace
 
-int run_seq2seq(const Seq2SeqOptions& flags, bool overwrite) {
-  Seq2SeqOptions o = flags;
-  try {
-    check_task(o.task);
-  } catch (const Error& e) {
-    throw UsageError(e.what());
+int run_seq2seq(const Seq2SeqRequest& req) {
+  if (req.resume && req.overwrite) throw UsageError("--resume and --overwrite contradict each other: choose one");
+  if (req.resume && req.options.out.empty()) throw UsageError("--resume needs --out, the run directory to continue");
+  Seq2SeqOptions o = req.options;
+  if (!req.resume) {
+    if (o.task.empty()) throw UsageError("--task is required: copy, reverse or dates (or --resume --out DIR)");
+    try {
+      check_task(o.task);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    resolve_seq2seq_defaults(o);
+    validate_seq2seq(o);
+    require_memory(seq2seq_bytes(o), "--n-embd " + std::to_string(o.d_model) + " --n-layer " +
+                                         std::to_string(o.n_layer) + " --n-head " + std::to_string(o.n_head) +
+                                         " --batch-size " + std::to_string(o.batch_size) + " --examples " +
+                                         std::to_string(o.test_examples),
+                   true);
   }
-  if (o.max_iters == -1) o.max_iters = seq2seq_default_iters(o.task);
-  check_ranges(seq2seq_option_table(), o);
-  if (o.d_model % o.n_head)
-    throw UsageError("--d-model " + std::to_string(o.d_model) + " is not divisible by --n-head " +
-                     std::to_string(o.n_head));
-  if (double(o.test_examples) > max_held_out(o.task))
-    throw UsageError("--examples " + std::to_string(o.test_examples) + ": the " + o.task + " task has " +
-                     format_value(total_source_count(o.task)) + " distinct sources, of which at most " +
-                     format_value(max_held_out(o.task)) + " can be held out");
-  require_memory(seq2seq_bytes(o), "--d-model " + std::to_string(o.d_model) + " --n-layer " + std::to_string(o.n_layer) +
-                                       " --n-head " + std::to_string(o.n_head) + " --batch-size " +
-                                       std::to_string(o.batch_size) + " --examples " + std::to_string(o.test_examples),
-                 true);
   std::unique_ptr<RunDirectory> run_dir;
   if (!o.out.empty())
-    run_dir = std::make_unique<RunDirectory>(o.out, RunKind::seq2seq, overwrite ? OutMode::overwrite : OutMode::fresh,
-                                             "heed seq2seq");
+    run_dir = std::make_unique<RunDirectory>(
+        o.out, RunKind::seq2seq, req.resume ? OutMode::resume : req.overwrite ? OutMode::overwrite : OutMode::fresh,
+        "heed seq2seq");
+
+  // The state to continue from, validated, and the options it records.
+  nn::SafetensorsFile state;
+  Seq2SeqStateRecord record;
+  const std::string what_state = o.out.empty() ? std::string() : seq2seq_state_path(o.out);
+  if (req.resume) {
+    if (!fs::exists(what_state))
+      throw UsageError("--resume: no seq2seq training state in --out " + o.out + " (" + what_state +
+                       " does not exist; runs of heed before --resume saved none)");
+    {
+      const ExitAtOnceOnStop only_reading;
+      const std::string bytes = read_input_file(what_state, 3.0);
+      state = nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what_state);
+    }
+    record = read_seq2seq_state(state, what_state);
+    o = resumed_options(seq2seq_option_table(), req.options, record.options, req.from_command_line, what_state);
+    check_ranges(seq2seq_option_table(), o);
+    if (o.max_iters < record.iter)
+      throw UsageError("--max-iters " + std::to_string(o.max_iters) + ": the run in " + o.out + " has done " +
+                       std::to_string(record.iter) + " iterations already");
+    require_memory(seq2seq_bytes(o), "the run in " + o.out, true);
+  }
   apply_threads(o.threads);
 
-  const double start = now_s();
+  const double start = now_s() - record.elapsed_s;
   Seq2SeqData data(o.task, o.test_examples, static_cast<uint64_t>(o.seed));
   nn::EncoderDecoder model(seq2seq_model_options(o));
   model.train();
   optim::AdamW opt(optim::param_groups_nanogpt(model.named_parameters(), 0.01), o.lr, 0.9, 0.98);
-  TrainingStep step(model, opt, {o.lr, o.lr * 0.05, std::min<int64_t>(200, o.max_iters / 10), o.max_iters}, 1.0);
+  TrainingStep step(model, opt, {o.lr, o.min_lr, o.warmup_iters, o.lr_decay_iters}, 1.0);
+  double interval_loss = 0;
+  int64_t interval_steps = 0, it = 0;
+  const std::string log_file = o.out.empty() ? std::string() : log_path(o.out);
+  if (req.resume) {
+    restore_seq2seq_state(state, record, model, opt, data.gen, what_state);
+    state = {};
+    it = record.iter;
+    interval_loss = record.interval_loss;
+    interval_steps = record.interval_steps;
+    truncate_log(log_file, it + 1);  // the report at `it` came before the state that follows it
+    write_stdout("resuming " + o.out + " at iteration " + std::to_string(it) + " of " + std::to_string(o.max_iters) +
+                 "\n");
+  }
   {
     std::ostringstream head;
-    head << "heed seq2seq " << o.task << ": " << model.num_parameters() << " parameters (d_model " << o.d_model << ", "
+    head << "heed seq2seq " << o.task << ": " << model.num_parameters() << " parameters (n_embd " << o.d_model << ", "
          << o.n_head << " heads, " << o.n_layer << "+" << o.n_layer << " layers), " << data.test.size()
          << " held-out examples, " << o.max_iters << " iterations of " << o.batch_size << ", lr " << o.lr << "\n";
     write_stdout(head.str());
   }
   // Progress is measured on (a part of) the held-out set; nothing is decided by it.
   const std::vector<Example> val(data.test.begin(), data.test.begin() + std::min<size_t>(500, data.test.size()));
-  const std::string log_file = o.out.empty() ? std::string() : log_path(o.out);
   std::vector<Example> batch(o.batch_size);
   Seq2SeqBatch b;
-  double interval_loss = 0;
-  int64_t interval_steps = 0, it = 0;
-  // Saves what training has (refusing a diverged model), so a stop keeps the work done.
-  auto save = [&] {
+  // Saves what training has (refusing a diverged model): the state first, then the model, each
+  // atomically, so a stop or a crash keeps the work done and --resume continues it.
+  auto save = [&](int64_t done) {
     if (o.out.empty()) return;
-    step.require_finite_weights(it);
+    step.require_finite_weights(done);
+    Seq2SeqStateRecord r;
+    r.iter = done;
+    r.options = o;
+    r.interval_loss = interval_loss;
+    r.interval_steps = interval_steps;
+    r.elapsed_s = now_s() - start;
+    save_seq2seq_state(what_state, model, opt, data.gen, r);
     save_seq2seq(model_path(o.out), model, o);
     try {
       if (std::filesystem::exists(log_file)) write_loss_plot({log_file}, plot_path(o.out));
@@ -150,9 +192,9 @@ int run_seq2seq(const Seq2SeqOptions& flags, bool overwrite) {
   };
   for (; it < o.max_iters; ++it) {
     if (g_stop_signal) {
-      save();
+      save(it);
       write_stdout("stopped by signal " + std::to_string(g_stop_signal) + " at iteration " + std::to_string(it) +
-                   (o.out.empty() ? std::string() : "; the model so far is saved in " + o.out) + "\n");
+                   (o.out.empty() ? std::string() : "; saved in " + o.out + " (continue with --resume)") + "\n");
       return 128 + g_stop_signal;
     }
     const double l = step.run(
@@ -167,7 +209,7 @@ int run_seq2seq(const Seq2SeqOptions& flags, bool overwrite) {
         });
     interval_loss += l;
     ++interval_steps;
-    if ((it + 1) % o.log_interval == 0 || it + 1 == o.max_iters) {
+    if ((it + 1) % o.eval_interval == 0 || it + 1 == o.max_iters) {
       model.eval();
       double vl = 0, em = 0;
       try {
@@ -191,11 +233,12 @@ int run_seq2seq(const Seq2SeqOptions& flags, bool overwrite) {
                             {"val_loss", std::round(vl * 1e4) / 1e4}, {"exact_match", em},
                             {"elapsed_s", std::round((now_s() - start) * 100) / 100}};
         append_line(log_file, entry.dump());
+        save(it + 1);
       }
     }
   }
   model.eval();
-  save();  // before scoring: a stop while scoring keeps the trained model
+  save(it);  // before scoring: a stop while scoring keeps the trained model
   if (!o.out.empty())
     write_stdout("saved " + model_path(o.out) + ", " + log_file + " and loss.svg\n");
   const double em = exact_match(model, data.test);

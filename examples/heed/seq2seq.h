@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,13 +25,22 @@ struct Seq2SeqOptions {
   int64_t max_iters{};  ///< -1: the task's default (seq2seq_default_iters)
   std::string out;
   int64_t batch_size{};
-  int64_t d_model{}, n_head{}, n_layer{};
+  int64_t d_model{}, n_head{}, n_layer{};  ///< d_model: the width, flag --n-embd as train's
   double lr{};
+  double min_lr{};              ///< -1: lr / 20
+  int64_t warmup_iters{};       ///< -1: a tenth of max_iters, at most 200
+  int64_t lr_decay_iters{};     ///< -1: max_iters
   int64_t test_examples{};
-  int64_t log_interval{};
+  int64_t eval_interval{};
   int64_t threads{};
 };
 const OptionTable<Seq2SeqOptions>& seq2seq_option_table();
+/// Replaces the "task's default" values (-1) of max_iters and the schedule by what they mean for
+/// `o.task` (a run records the result, so --resume keeps its schedule whatever --max-iters says).
+void resolve_seq2seq_defaults(Seq2SeqOptions& o);
+/// Checks resolved options: the task, every range, --n-embd divisible by --n-head, the held-out
+/// count, --min-lr <= --lr < ... and --lr-decay-iters > --warmup-iters (UsageError naming the flag).
+void validate_seq2seq(const Seq2SeqOptions& o);
 /// Training iterations when --max-iters is not given: copy 1000, reverse 2000, dates 1500.
 int64_t seq2seq_default_iters(const std::string& task);
 /// The sizes a seq2seq model may have (flags and checkpoints alike).
@@ -49,7 +59,15 @@ Seq2SeqBatch make_batch(const std::vector<Example>& examples);
 std::vector<std::string> greedy_decode(nn::EncoderDecoder& model, const std::vector<std::string>& sources,
                                        int64_t max_out);
 
-/// Trains and scores (see seq2seq.cpp); `overwrite` lets --out replace a seq2seq run there.
-int run_seq2seq(const Seq2SeqOptions& o, bool overwrite);
+/// What one `heed seq2seq` invocation asks beyond the options.
+struct Seq2SeqRequest {
+  Seq2SeqOptions options;
+  bool resume = false;     ///< continue the run in --out
+  bool overwrite = false;  ///< start over in an --out that holds a seq2seq run
+  std::set<std::string> from_command_line;  ///< names of the options given as flags
+};
+
+/// Trains and scores (see seq2seq.cpp).
+int run_seq2seq(const Seq2SeqRequest& request);
 
 }  // namespace heed::cli

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/autograd.h"
+#include "commands.h"
 #include "core/ops.h"
 #include "seq2seq.h"
 #include "stop.h"
@@ -19,23 +20,32 @@ using S = Seq2SeqOptions;
 OptionTable<S> make_seq2seq_table() {
   const double inf = std::numeric_limits<double>::infinity();
   return {
-      {"task", "task", {}, &S::task, std::string(), {}, "copy, reverse or dates", Role::recipe, false, true},
-      {"seed", "seed", {}, &S::seed, int64_t(1), {0, inf}, "random seed (data, initialisation)"},
+      {"task", "task", {}, &S::task, std::string(), {}, "copy, reverse or dates (required, except with --resume)"},
+      {"seed", "seed", {}, &S::seed, int64_t(1337), {0, inf}, "random seed (data, initialisation)"},
       {"max-iters", "max_iters", {}, &S::max_iters, int64_t(-1), {1, double(kMaxIters)},
        "training iterations (-1: the task's default, copy 1000, reverse 2000, dates 1500)", Role::length},
       {"out", "out", {"out_dir"}, &S::out, std::string(), {},
-       "run directory for model.safetensors, log.jsonl and loss.svg (for heed attention)", Role::local, true},
+       "run directory: model.safetensors (for heed attention), seq2seq_state.safetensors (for --resume), "
+       "log.jsonl, loss.svg",
+       Role::local, true},
       {"batch-size", "batch_size", {}, &S::batch_size, int64_t(64), {1, double(1 << 20)}, "examples per batch"},
-      {"d-model", "d_model", {}, &S::d_model, int64_t(128), {1, double(kSeq2SeqMaxWidth)},
-       "model width (divisible by --n-head)"},
+      {"n-embd", "n_embd", {"d-model", "d_model"}, &S::d_model, int64_t(128), {1, double(kSeq2SeqMaxWidth)},
+       "model width, d_model (divisible by --n-head; --d-model is another name for it)"},
       {"n-head", "n_head", {}, &S::n_head, int64_t(4), {1, double(kSeq2SeqMaxWidth)}, "attention heads"},
       {"n-layer", "n_layer", {}, &S::n_layer, int64_t(2), {1, double(kSeq2SeqMaxLayers)},
        "encoder layers (and as many decoder layers)"},
-      {"lr", "lr", {"learning_rate"}, &S::lr, 1e-3, {0, inf, true}, "peak learning rate"},
+      {"lr", "lr", {"learning_rate"}, &S::lr, 2e-3, {0, inf, true}, "peak learning rate"},
+      {"min-lr", "min_lr", {}, &S::min_lr, -1.0, {-1, inf},
+       "final learning rate of the cosine decay (-1: --lr / 20)", Role::recipe, false, false, true},
+      {"warmup-iters", "warmup_iters", {}, &S::warmup_iters, int64_t(-1), {-1, double(kMaxIters)},
+       "linear warm-up steps (-1: a tenth of --max-iters, at most 200)", Role::recipe, false, false, true},
+      {"lr-decay-iters", "lr_decay_iters", {}, &S::lr_decay_iters, int64_t(-1), {-1, double(kMaxIters)},
+       "step at which the cosine decay reaches --min-lr (-1: --max-iters)", Role::recipe, false, false, true},
       {"examples", "examples", {}, &S::test_examples, int64_t(1000), {1, inf},
        "held-out test examples (at most half of the task's distinct sources)"},
-      {"log-interval", "log_interval", {}, &S::log_interval, int64_t(250), {1, double(kMaxIters)},
-       "report every N iterations", Role::local},
+      {"eval-interval", "eval_interval", {"log-interval", "log_interval"}, &S::eval_interval, int64_t(250),
+       {1, double(kMaxIters)},
+       "report the losses and exact match, and checkpoint, every N iterations (--log-interval is another name)"},
       {"threads", "threads", {}, &S::threads, int64_t(0), {0, double(kMaxThreads)}, "threads (0: all cores)",
        Role::local},
   };
@@ -50,6 +60,34 @@ const OptionTable<Seq2SeqOptions>& seq2seq_option_table() {
 
 int64_t seq2seq_default_iters(const std::string& task) {
   return task == "copy" ? 1000 : task == "reverse" ? 2000 : 1500;
+}
+
+void resolve_seq2seq_defaults(Seq2SeqOptions& o) {
+  if (o.max_iters == -1) o.max_iters = seq2seq_default_iters(o.task);
+  if (o.warmup_iters == -1) o.warmup_iters = std::min<int64_t>(200, o.max_iters / 10);
+  if (o.lr_decay_iters == -1) o.lr_decay_iters = std::max<int64_t>(o.max_iters, o.warmup_iters + 1);
+  if (o.min_lr == -1) o.min_lr = o.lr * 0.05;
+}
+
+void validate_seq2seq(const Seq2SeqOptions& o) {
+  try {
+    check_task(o.task);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  check_ranges(seq2seq_option_table(), o);
+  if (o.d_model % o.n_head)
+    throw UsageError("--n-embd " + std::to_string(o.d_model) + " is not divisible by --n-head " +
+                     std::to_string(o.n_head));
+  if (double(o.test_examples) > max_held_out(o.task))
+    throw UsageError("--examples " + std::to_string(o.test_examples) + ": the " + o.task + " task has " +
+                     format_value(total_source_count(o.task)) + " distinct sources, of which at most " +
+                     format_value(max_held_out(o.task)) + " can be held out");
+  if (o.min_lr < 0 || o.min_lr > o.lr)
+    throw UsageError("--min-lr " + format_value(o.min_lr) + ": must be in [0, --lr " + format_value(o.lr) + "]");
+  if (o.warmup_iters < 0 || o.lr_decay_iters <= o.warmup_iters)
+    throw UsageError("--lr-decay-iters " + std::to_string(o.lr_decay_iters) + ": must be greater than --warmup-iters " +
+                     std::to_string(o.warmup_iters));
 }
 
 nn::EncoderDecoderOptions seq2seq_model_options(const Seq2SeqOptions& o) {

@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -28,6 +30,7 @@
 #include "dist/param_checksum.h"
 #include "dist/runtime.h"
 #include "io.h"
+#include "load_model.h"
 #include "nn/gpt.h"
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
@@ -73,7 +76,9 @@ struct Corpus {
 // per byte), the ids and the two splits (4 bytes each).
 constexpr double kCorpusBytesPerByte = 13.0;
 
-Corpus load_corpus(const std::string& path, int64_t block_size) {
+// `fixed`: the vocabulary of the model being fine-tuned (a character of the text outside it is an
+// error naming the character and its byte offset), else the text's own.
+Corpus load_corpus(const std::string& path, int64_t block_size, const Vocab* fixed = nullptr) {
   std::u32string text;
   {
     const std::string bytes = read_input_file(path, kCorpusBytesPerByte);
@@ -81,7 +86,7 @@ Corpus load_corpus(const std::string& path, int64_t block_size) {
     text = decode_utf8(bytes, path);
   }
   Corpus c;
-  c.vocab = Vocab::from_text(text);
+  c.vocab = fixed ? *fixed : Vocab::from_text(text);
   std::vector<int32_t> ids = c.vocab.encode(text, path);
   text = {};
   const size_t n_train = static_cast<size_t>(double(ids.size()) * 0.9);  // nanoGPT's 90/10 split
@@ -132,6 +137,20 @@ class Trainer {
     model_->train();
     if (needs_data_parallel(world, o.grad_accum))
       parallel_ = std::make_unique<DataParallelStep>(*model_, world, o.grad_accum, o.overlap);
+  }
+
+  /// Starts from `from`'s weights (--init-from; same architecture); the optimizer's moments stay zero.
+  void init_weights(nn::GPT& from) {
+    NoGradGuard no_grad;
+    auto source = from.named_parameters();
+    auto target = model_->named_parameters();
+    HEED_CHECK(source.size() == target.size(), "--init-from: the checkpoint's model has ", source.size(),
+               " parameters, the run's ", target.size());
+    for (size_t i = 0; i < target.size(); ++i) {
+      HEED_CHECK(source[i].first == target[i].first, "--init-from: parameter ", source[i].first, " where ",
+                 target[i].first, " was expected");
+      target[i].second.copy_(source[i].second);
+    }
   }
 
   nn::GPT& model() { return *model_; }
@@ -217,7 +236,7 @@ class Trainer {
   }
 
   /// Writes train_state.safetensors, then model.safetensors (refusing a diverged model).
-  void save(const std::string& dir, bool eval_done, double elapsed, const json& last_eval) {
+  void save(const std::string& dir, bool eval_done, double elapsed, const json& last_eval, double best_val_loss) {
     step_.require_finite_weights(iter_);
     TrainStateRecord r;
     r.iter = iter_;
@@ -226,8 +245,19 @@ class Trainer {
     r.vocab_utf8 = encode_utf8(corpus_.vocab.chars());
     r.elapsed_s = elapsed;
     r.last_eval = last_eval;
+    r.best_val_loss = best_val_loss;
     save_train_state(state_path(dir), *model_, opt_, data_gen_, r);
     nn::save_gpt_checkpoint(model_path(dir), *model_, r.vocab_utf8, {{"iter", std::to_string(iter_)}});
+  }
+
+  /// Writes best.safetensors (--keep-best), atomically, with the evaluation that made it the best.
+  void save_best(const std::string& dir, double val_loss) {
+    step_.require_finite_weights(iter_);
+    std::ostringstream loss;
+    loss.precision(17);
+    loss << val_loss;
+    nn::save_gpt_checkpoint(best_model_path(dir), *model_, encode_utf8(corpus_.vocab.chars()),
+                            {{"iter", std::to_string(iter_)}, {"val_loss", loss.str()}});
   }
 
   /// Restores what save() wrote (the model was built from the state's options).
@@ -302,30 +332,36 @@ Start resolve_options(const TrainRequest& req) {
   validate(o);
   if (!req.resume || req.from_command_line.count("data") || req.from_config.count("data"))
     regular_file_size(o.data);  // a missing file, a directory, a FIFO or a device: refused before --out is touched
-  for (const std::string& file : run_files(o.out))
+  for (const std::string& file : run_files(o.out)) {
     if (same_file(o.data, file))
       throw UsageError("--data " + o.data + " is one of the files the run writes into --out " + o.out);
-  if (!req.resume) check_training_memory(o, 1);  // absurd sizes go before any file is touched
+    if (!o.init_from.empty() && same_file(o.init_from, file))
+      throw UsageError("--init-from " + o.init_from + " is one of the files the run writes into --out " + o.out +
+                       ": fine-tune into another directory (the source checkpoint is never written)");
+  }
+  if (!req.resume && o.init_from.empty()) check_training_memory(o, 1);  // absurd sizes go before any file is touched
   return s;
 }
 
-// --resume: the recorded recipe, with the flags given checked against it.
-TrainOptions resumed_options(const TrainRequest& req, const TrainOptions& given, const TrainStateRecord& record,
-                             const std::string& what) {
-  TrainOptions o = given;
-  for (const auto& opt : train_option_table()) {
-    const bool named = req.from_command_line.count(opt.name) || req.from_config.count(opt.name);
-    if (opt.role == Role::recipe) {
-      if (named && opt.get(given) != opt.get(record.options))
-        throw UsageError("--" + opt.flag + " " + format_value(opt.get(given)) + " differs from the run's " +
-                         format_value(opt.get(record.options)) + ": --resume continues the recipe saved in " + what +
-                         " (only --max-iters and how the process runs, such as --threads, may change)");
-      opt.set(o, opt.get(record.options));
-    } else if (opt.role == Role::length && !named) {
-      opt.set(o, opt.get(record.options));  // extend or shorten a run with the flag
-    }
+// --init-from: the checkpoint's architecture replaces the flags' (a flag given with another value is
+// refused, naming every such flag); the recipe stays the run's own.
+void take_architecture(const TrainRequest& req, TrainOptions& o, const nn::GPTConfig& c) {
+  TrainOptions from = o;
+  from.n_layer = c.n_layer, from.n_head = c.n_head, from.n_embd = c.n_embd, from.block_size = c.block_size;
+  from.bias = c.bias;
+  std::string contradictions;
+  for (const char* name : kArchitectureOptions) {
+    const Option<TrainOptions>* opt = find_option(train_option_table(), name);
+    const bool named = req.from_command_line.count(name) || req.from_config.count(name);
+    if (named && opt->get(o) != opt->get(from))
+      contradictions += (contradictions.empty() ? "" : ", ") + std::string("--") + opt->flag + " " +
+                        format_value(opt->get(o)) + " (the checkpoint's is " + format_value(opt->get(from)) + ")";
+    opt->set(o, opt->get(from));
   }
-  return o;
+  if (!contradictions.empty())
+    throw UsageError(contradictions + ": --init-from " + o.init_from +
+                     " fine-tunes the checkpoint's architecture (leave these flags out)");
+  validate(o);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -335,6 +371,7 @@ struct LoopState {
   double start = 0;         // now_s() when the run (its first part) began
   bool eval_done = false;   // the evaluation at the current iteration ran
   json last_eval;           // its log line
+  double best_val_loss = std::numeric_limits<double>::infinity();  // --keep-best: best.safetensors's
   int64_t saved_iter = -1;  // the iteration of the last complete checkpoint on disk (-1: none)
   // config.toml's text, written with this process's first checkpoint (a run killed before its
   // first checkpoint leaves no files behind, so running it again needs no --overwrite).
@@ -358,7 +395,7 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
       return;
     }
     try {
-      trainer.save(o.out, done, now_s() - s.start, s.last_eval);
+      trainer.save(o.out, done, now_s() - s.start, s.last_eval, s.best_val_loss);
       if (!s.config.empty()) write_file_atomically(config_path(o.out), s.config);
       s.config.clear();
     } catch (const Error& e) {  // a full disk, or a diverged model that must not replace a good one
@@ -404,6 +441,18 @@ int train_loop(const TrainOptions& o, Trainer& trainer, LoopState& s, Progress& 
                      {"lr", trainer.lr_at(it)},
                      {"elapsed_s", std::round((now_s() - s.start) * 100) / 100}};
       s.eval_done = true;
+      if (o.keep_best && vl < s.best_val_loss) {
+        // Before the state that records it: a crash in between redoes this evaluation on --resume,
+        // which finds the same loss and writes the same file.
+        if (trainer.writes()) {
+          try {
+            trainer.save_best(o.out, vl);
+          } catch (const Error& e) {
+            stop_with(e.what());
+          }
+        }
+        s.best_val_loss = vl;
+      }
       save(true);
       if (trainer.writes()) {
         append_line(log_path(o.out), s.last_eval.dump());
@@ -484,6 +533,12 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
   Start start = resolve_options(req);
   TrainOptions o = start.options;
   needs_data_parallel(world, o.grad_accum);  // refused before --out is touched
+  // --init-from: the model to fine-tune, read (and its architecture checked) before --out is touched.
+  std::optional<LoadedModel> init;
+  if (!req.resume && !o.init_from.empty()) {
+    init = load_model(o.init_from, "--init-from");
+    take_architecture(req, o, init->model->config());
+  }
   const bool writer = world.rank() == 0;
   std::optional<RunDirectory> run_dir;
   if (writer) run_dir.emplace(o.out, RunKind::gpt, start.mode, "heed train");
@@ -501,7 +556,9 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
       state = nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what_state);
     }
     record = read_train_state(state, what_state);
-    o = resumed_options(req, o, record, what_state);
+    std::set<std::string> named = req.from_command_line;
+    named.insert(req.from_config.begin(), req.from_config.end());
+    o = resumed_options(train_option_table(), o, record.options, named, what_state);
   }
   const AutocastBF16 autocast(precision_is_bf16(o.precision));  // the run's, recorded with its recipe
   apply_threads(o.threads);
@@ -509,18 +566,27 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
   // The corpus, then the memory the whole run needs.
   const double corpus_bytes = corpus_memory(o.data);
   check_training_memory(o, 1, corpus_bytes);
-  Corpus corpus = load_corpus(o.data, o.block_size);
+  // A fine-tuning run keeps its checkpoint's vocabulary (recorded in its state on --resume).
+  std::optional<Vocab> fixed_vocab;
+  if (init) fixed_vocab = init->vocab;
+  if (req.resume && !o.init_from.empty()) fixed_vocab = Vocab(decode_utf8(record.vocab_utf8, what_state));
+  Corpus corpus = load_corpus(o.data, o.block_size, fixed_vocab ? &*fixed_vocab : nullptr);
   check_training_memory(o, corpus.vocab.size());
   if (req.resume)
     HEED_CHECK(record.vocab_utf8 == encode_utf8(corpus.vocab.chars()), o.data,
                ": the corpus's vocabulary differs from the one the run in ", o.out, " was trained on");
   Trainer trainer(o, std::move(corpus), world);
+  if (init) {
+    trainer.init_weights(*init->model);
+    init.reset();
+  }
   LoopState loop;
   if (req.resume) {
     trainer.restore(state, record, what_state);
     state = {};
     loop.eval_done = record.eval_done;
     loop.last_eval = record.last_eval;
+    loop.best_val_loss = record.best_val_loss;
     loop.saved_iter = trainer.iter();
     // Lines past the checkpoint (written before a crash) go; the eval at the resume iteration,
     // if it happened, is logged again from the state.
@@ -537,6 +603,7 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
                                     "Continue it: heed train --config THIS_FILE --resume");
 
   Progress progress;
+  if (!req.resume && !o.init_from.empty()) progress.print("fine-tuning " + o.init_from + "\n");
   if (req.resume)
     progress.print("resuming " + o.out + " at iteration " + std::to_string(trainer.iter()) + " of " +
                    std::to_string(o.max_iters) + "\n");

@@ -58,11 +58,19 @@ OptionTable<O> make_train_table() {
   const OptionTable<O> more = {
       {"out", "out", {"out_dir"}, &O::out, std::string("out"), {},
        "run directory: model.safetensors, train_state.safetensors, log.jsonl, config.toml", Role::local, true},
+      {"init-from", "init_from", {}, &O::init_from, std::string(), {},
+       "fine-tune this checkpoint (heed's model.safetensors or a nanoGPT-named PyTorch one): its architecture and "
+       "vocabulary, this run's recipe from iteration 0",
+       Role::recipe, true, false, /*added_later=*/true},
       {"max-iters", "max_iters", {}, &O::max_iters, int64_t(2000), kIters, "training iterations", Role::length},
       {"eval-interval", "eval_interval", {}, &O::eval_interval, int64_t(250), kCount,
        "evaluate and checkpoint every N iterations"},
       {"eval-iters", "eval_iters", {}, &O::eval_iters, int64_t(20), kCount,
        "batches per split in each evaluation (20: nanoGPT's CPU command)"},
+      {"keep-best", "keep_best", {}, &O::keep_best, false, {},
+       "also keep the checkpoint of the lowest val loss as best.safetensors, beside the latest "
+       "(nanoGPT's always_save_checkpoint = False)",
+       Role::recipe, false, false, /*added_later=*/true},
       {"log-interval", "log_interval", {}, &O::log_interval, int64_t(10), kCount,
        "log the batch loss, lr and tok/s to log.jsonl every N iterations (and print them when not a terminal)", Role::local},
       {"sample-tokens", "sample_tokens", {}, &O::sample_tokens, int64_t(300), {0, double(kMaxSampleTokens)},

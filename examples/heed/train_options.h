@@ -15,6 +15,7 @@ namespace heed::cli {
 struct TrainOptions {
   std::string data;  ///< empty: the bundled corpus
   std::string out;
+  std::string init_from;  ///< a checkpoint to fine-tune (empty: a new model from --seed)
   int64_t n_layer, n_head, n_embd, block_size;
   double dropout;
   bool bias;
@@ -24,6 +25,7 @@ struct TrainOptions {
   int64_t warmup_iters, lr_decay_iters;
   double weight_decay, beta1, beta2, grad_clip;
   int64_t eval_interval, eval_iters, log_interval;
+  bool keep_best;  ///< also keep the checkpoint of the lowest val loss (best.safetensors)
   int64_t seed;
   int64_t threads;  ///< 0: every core this process may use
   bool profile;
@@ -62,6 +64,9 @@ struct TrainRequest {
 /// divisible by --n-head, --min-lr <= --lr, --lr-decay-iters > --warmup-iters); throws UsageError
 /// naming the flag.
 void validate(const TrainOptions& o, const OptionTable<TrainOptions>& table = train_option_table());
+
+/// The flags that fix a GPT's architecture, which `--init-from` takes from its checkpoint.
+inline constexpr const char* kArchitectureOptions[] = {"n_layer", "n_head", "n_embd", "block_size", "bias"};
 
 /// The GPT the options describe, for a corpus of `vocab_size` characters.
 nn::GPTConfig gpt_config(const TrainOptions& o, int64_t vocab_size);

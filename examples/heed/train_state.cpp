@@ -19,6 +19,8 @@ namespace {
 // The largest plausible wall time of a run (a century), so a tampered value cannot overflow sums.
 constexpr double kMaxElapsed = 3.2e9;
 
+}  // namespace
+
 std::string encode_generator(const Generator& g) {
   json j = json::array();
   for (uint64_t w : g.state()) j.push_back(std::to_string(w));
@@ -40,6 +42,8 @@ Generator::State decode_generator(const std::string& text, const std::string& wh
   HEED_CHECK(s != Generator::State{}, what, ": a random state of all zeros (the generator would only give zeros)");
   return s;
 }
+
+namespace {
 
 void collect_dropouts(nn::Module& m, const std::string& prefix, std::vector<std::pair<std::string, Generator*>>& out) {
   if (auto* d = dynamic_cast<nn::Dropout*>(&m)) out.emplace_back(prefix.empty() ? "." : prefix, &d->generator());
@@ -98,12 +102,7 @@ TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::st
   HEED_CHECK(done == "true" || done == "false", what, ": \"eval_done\" must be true or false, got \"", done, "\"");
   r.eval_done = done == "true";
   r.data_rng = decode_generator(meta("data_rng"), what + ": \"data_rng\"");
-  const json gens = json::parse(meta("dropout_rng"), nullptr, false);
-  HEED_CHECK(gens.is_object(), what, ": \"dropout_rng\" must be a JSON object of random states");
-  for (auto& [path, g] : gens.items()) {
-    HEED_CHECK(g.is_string(), what, ": \"dropout_rng\" entry '", path, "' must be a string");
-    r.dropout_rng[path] = decode_generator(g.get<std::string>(), what + ": \"dropout_rng\" entry '" + path + "'");
-  }
+  r.dropout_rng = decode_dropout_generators(meta("dropout_rng"), what);
   const json options = json::parse(meta("options"), nullptr, false);
   HEED_CHECK(options.is_object(), what, ": \"options\" is not a JSON object");
   r.options = defaults(train_option_table());
@@ -129,6 +128,14 @@ TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::st
     HEED_CHECK(is_eval_entry(r.last_eval) && r.last_eval["iter"].get<int64_t>() == r.iter, what,
                ": \"last_eval\" must be the log line of the evaluation at iteration ", r.iter, ", got ",
                r.last_eval.dump());
+  }
+  if (auto it = file.metadata.find("best_val_loss"); it != file.metadata.end()) {
+    const std::string& text = it->second;
+    double b = -1;
+    const auto br = std::from_chars(text.data(), text.data() + text.size(), b);
+    HEED_CHECK(br.ec == std::errc() && br.ptr == text.data() + text.size() && std::isfinite(b) && b >= 0, what,
+               ": \"best_val_loss\" must be a finite loss, got \"", text, "\"");
+    r.best_val_loss = b;
   }
   return r;
 }
@@ -181,26 +188,52 @@ void restore_train_state(const nn::SafetensorsFile& file, const TrainStateRecord
   for (auto& [path, g] : gens) g->set_state(record.dropout_rng.at(path));
 }
 
-void save_train_state(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
-                      const Generator& data_gen, const TrainStateRecord& record) {
+std::string encode_dropout_generators(nn::Module& model) {
+  json gens = json::object();
+  for (auto& [p, g] : dropout_generators(model)) gens[p] = encode_generator(*g);
+  return gens.dump();
+}
+
+std::map<std::string, Generator::State> decode_dropout_generators(const std::string& text, const std::string& what) {
+  const json gens = json::parse(text, nullptr, false);
+  HEED_CHECK(gens.is_object(), what, ": \"dropout_rng\" must be a JSON object of random states");
+  std::map<std::string, Generator::State> out;
+  for (auto& [path, g] : gens.items()) {
+    HEED_CHECK(g.is_string(), what, ": \"dropout_rng\" entry '", path, "' must be a string");
+    out[path] = decode_generator(g.get<std::string>(), what + ": \"dropout_rng\" entry '" + path + "'");
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> training_tensors(nn::Module& model, const optim::Optimizer& optimizer) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [name, t] : model.named_parameters()) tensors.emplace_back("model." + name, t);
   for (auto& [name, t] : optimizer.state_tensors()) tensors.emplace_back("optim." + name, t);
-  json gens = json::object();
-  for (auto& [p, g] : dropout_generators(model)) gens[p] = encode_generator(*g);
+  return tensors;
+}
+
+void save_train_state(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
+                      const Generator& data_gen, const TrainStateRecord& record) {
+  const auto tensors = training_tensors(model, optimizer);
   std::ostringstream elapsed;
   elapsed.precision(17);
   elapsed << record.elapsed_s;
-  const std::map<std::string, std::string> meta{
+  std::map<std::string, std::string> meta{
       {"iter", std::to_string(record.iter)},
       {"eval_done", record.eval_done ? "true" : "false"},
       {"optimizer_step", std::to_string(optimizer.step_count())},
       {"data_rng", encode_generator(data_gen)},
-      {"dropout_rng", gens.dump()},
+      {"dropout_rng", encode_dropout_generators(model)},
       {"options", options_to_json(train_option_table(), record.options, {Role::recipe, Role::length}).dump()},
       {"vocab", json(record.vocab_utf8).dump()},
       {"elapsed_s", elapsed.str()},
       {"last_eval", record.last_eval.dump()}};
+  if (std::isfinite(record.best_val_loss)) {
+    std::ostringstream best;
+    best.precision(17);
+    best << record.best_val_loss;
+    meta["best_val_loss"] = best.str();
+  }
   nn::save_safetensors(path, tensors, meta);
 }
 

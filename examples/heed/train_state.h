@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +34,9 @@ struct TrainStateRecord {
   std::string vocab_utf8;
   double elapsed_s = 0;
   nlohmann::json last_eval;  ///< the log line of the evaluation at `iter` (null if none)
+  /// The lowest val loss so far, that of best.safetensors (--keep-best; infinite: none yet). An
+  /// older state, without the field, has none.
+  double best_val_loss = std::numeric_limits<double>::infinity();
 };
 
 /// Reads and checks the metadata of a training state (`what` names the file in errors).
@@ -48,6 +52,19 @@ void restore_train_state(const nn::SafetensorsFile& file, const TrainStateRecord
 /// Writes a training state atomically.
 void save_train_state(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
                       const Generator& data_gen, const TrainStateRecord& record);
+
+/// A generator's state as metadata text, "[s0,s1,s2,s3]" (decimal strings), and back (a
+/// heed::Error naming `what` for anything else, or the all-zero state).
+std::string encode_generator(const Generator& g);
+Generator::State decode_generator(const std::string& text, const std::string& what);
+
+/// The "dropout_rng" metadata: every Dropout module's generator state by module path, as a JSON
+/// object, and back (a heed::Error naming `what` for anything else).
+std::string encode_dropout_generators(nn::Module& model);
+std::map<std::string, Generator::State> decode_dropout_generators(const std::string& text, const std::string& what);
+/// The tensors of a training state: "model.<name>" for every parameter, "optim.<name>..." for the
+/// optimizer's state.
+std::vector<std::pair<std::string, Tensor>> training_tensors(nn::Module& model, const optim::Optimizer& optimizer);
 
 /// The generators of every Dropout module in `model`, by module path.
 std::vector<std::pair<std::string, Generator*>> dropout_generators(nn::Module& model);

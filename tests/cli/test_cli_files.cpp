@@ -80,6 +80,8 @@ TEST_CASE("files: a tampered train_state is refused by --resume naming the field
       {meta("dropout_rng", "[1]"), {"\"dropout_rng\""}},
       {meta("elapsed_s", "nan"), {"\"elapsed_s\""}},
       {meta("elapsed_s", "-1"), {"\"elapsed_s\""}},
+      {meta("best_val_loss", "-1"), {"\"best_val_loss\""}},
+      {meta("best_val_loss", "inf"), {"\"best_val_loss\""}},
       {meta("last_eval", "{\"iter\": 2}"), {"\"last_eval\""}},
       {meta("last_eval", "not json"), {"\"last_eval\""}},
       {meta("vocab", "[1]"), {"\"vocab\""}},

@@ -59,7 +59,7 @@ TEST_CASE("resources: oversized flags of every subcommand are refused in under a
       {{"bench", "--data", fx.corpus, "--batch-size", "100000000", "--block-size", "4096"}, {"--batch-size 100000000"}},
       {{"sample", "--checkpoint", fx.ckpt, "--tokens", "100000000"}, {"--tokens 100000000"}},
       {{"seq2seq", "--task", "copy", "--batch-size", "1000000"}, {"--batch-size 1000000", "needs about"}},
-      {{"seq2seq", "--task", "copy", "--d-model", "4096", "--n-layer", "64"}, {"--d-model 4096", "needs about"}},
+      {{"seq2seq", "--task", "copy", "--d-model", "4096", "--n-layer", "64"}, {"--n-embd 4096", "needs about"}},
       {{"seq2seq", "--task", "dates", "--examples", "300000"}, {"--examples 300000", "distinct sources"}},
       {{"seq2seq", "--task", "copy", "--examples", "100000000000"}, {"--examples 100000000000", "distinct sources"}},
       {{"seq2seq", "--task", "reverse", "--examples", "1000000000000"}, {"--examples 1000000000000", "needs about"}},

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <regex>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -172,7 +173,7 @@ TEST_CASE("signals: bench, sample and eval stop within a second with exit 128+N"
   }
 }
 
-TEST_CASE("signals: seq2seq stops within a second in training (saving the model so far) and in scoring", "[cli][seq2seq]") {
+TEST_CASE("signals: seq2seq stops within a second in training (saving what --resume continues) and in scoring", "[cli][seq2seq]") {
   for (int sig : {SIGINT, SIGTERM}) {
     INFO("signal " << sig);
     Fixture fx;
@@ -188,6 +189,14 @@ TEST_CASE("signals: seq2seq stops within a second in training (saving the model 
       // the model trained so far is saved and loads (heed attention reads it)
       require_ok(run_heed({"attention", "--checkpoint", run + "/model.safetensors", "--text", "Nov 22, 2026", "--out",
                            fx.dir / "a.svg"}));
+      // and --resume continues from the iteration it stopped at
+      std::smatch m;
+      REQUIRE(std::regex_search(r.out, m, std::regex("at iteration ([0-9]+)")));
+      const int64_t stopped_at = std::stoll(m[1]);
+      const ProcessResult resumed = run_heed({"seq2seq", "--resume", "--out", run, "--max-iters",
+                                              std::to_string(stopped_at + 2), "--threads", "1"});
+      require_ok(resumed);
+      CHECK(resumed.out.find("resuming " + run + " at iteration " + m[1].str()) != std::string::npos);
     }
     {  // scoring 100000 held-out dates after one training step
       const std::string run = fx.dir / "score";

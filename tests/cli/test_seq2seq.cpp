@@ -390,7 +390,8 @@ TEST_CASE("heed seq2seq: a short run drives the loss down and ends with one JSON
 
 TEST_CASE("heed seq2seq usage errors", "[seq2seq][cli]") {
   require_clean_error(run_heed({"seq2seq", "--task", "sort"}), 2, {"sort"});
+  require_clean_error(run_heed({"seq2seq"}), 2, {"--task is required", "--resume"});
   require_clean_error(run_heed({"seq2seq", "--task", "copy", "--max-iters", "0"}), 2, {"--max-iters"});
-  require_clean_error(run_heed({"seq2seq", "--task", "copy", "--d-model", "30", "--n-head", "4"}), 2, {"--d-model"});
+  require_clean_error(run_heed({"seq2seq", "--task", "copy", "--d-model", "30", "--n-head", "4"}), 2, {"--n-embd 30"});
   require_clean_error(run_heed({"seq2seq", "--task", "copy", "--lr", "0"}), 2, {"--lr"});
 }
