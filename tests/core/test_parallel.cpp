@@ -41,6 +41,24 @@ TEST_CASE("parallel_for covers every index exactly once, in contiguous chunks", 
   }
 }
 
+TEST_CASE("parallel_for: back-to-back jobs each run every chunk once, whoever claims it", "[parallel]") {
+  // Chunks are claimed by the caller and the workers from one counter: a job must neither lose a
+  // chunk nor run one twice, nor run a chunk of the previous job's function, however the threads
+  // interleave (the caller often takes the workers' chunks before they wake).
+  ThreadsGuard guard;
+  for (int threads : {2, 3, 5}) {
+    set_num_threads(threads);
+    for (int job = 0; job < 2000; ++job) {
+      const int64_t n = 1 + job % 7;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      parallel_for(n, 1, [&, job](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)] += 1 + job % 3;
+      });
+      for (int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<size_t>(i)] == 1 + job % 3);
+    }
+  }
+}
+
 TEST_CASE("parallel_for runs small work and nested calls inline", "[parallel]") {
   ThreadsGuard guard;
   set_num_threads(4);
