@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -250,7 +251,31 @@ CpuInfo detect() {
   return info;
 }
 
-CpuPeaks measure(const CpuInfo& info) {
+// GB/s of out[i] = a[i] + b[i] over three arrays that together fill twice L2 (or half of this
+// core's share of L3, if less): a model's activations outgrow L2 but mostly stay in L3, so this
+// is the rate of an element-wise pass over them. Best of 24 runs, as in gflops().
+double stream_gbytes(const CpuInfo& info) {
+  const int64_t bytes = std::min<int64_t>(2 * info.l2_bytes, std::max<int64_t>(info.l2_bytes, info.l3_per_core() / 2));
+  const size_t n = static_cast<size_t>(std::max<int64_t>(1024, bytes / (3 * sizeof(float))));
+  std::vector<float> a(n, float(g_add)), b(n, float(g_mul)), out(n);
+  using clock = std::chrono::steady_clock;
+  double best = 0;
+  for (int run = 0; run < 25; ++run) {
+    const auto t0 = clock::now();
+    for (int rep = 0; rep < 4; ++rep) {
+      const float* pa = a.data();
+      const float* pb = b.data();
+      float* po = out.data();
+      for (size_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+      g_sink = po[static_cast<size_t>(rep) % n];  // the loop's result is used
+    }
+    const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    if (run > 0) best = std::max(best, 4.0 * 3.0 * sizeof(float) * static_cast<double>(n) / std::max(secs, 1e-12) * 1e-9);
+  }
+  return best;
+}
+
+CpuPeaks measure_fp32(const CpuInfo& info) {
   const auto t0 = std::chrono::steady_clock::now();
   CpuPeaks p;
 #ifdef HEED_X86
@@ -261,12 +286,22 @@ CpuPeaks measure(const CpuInfo& info) {
   } else {
     p.fp32_fma_gflops = gflops(mul_add_scalar);
   }
+#else
+  p.fp32_fma_gflops = gflops(mul_add_scalar);
+#endif
+  p.stream_gbytes = stream_gbytes(info);
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+CpuPeaks measure_bf16(const CpuInfo& info, CpuPeaks p) {
+  const auto t0 = std::chrono::steady_clock::now();
+#ifdef HEED_X86
   if (info.avx512_bf16) p.bf16_dot_gflops = gflops(dot_bf16);
 #else
   (void)info;
-  p.fp32_fma_gflops = gflops(mul_add_scalar);
 #endif
-  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
 
@@ -277,8 +312,13 @@ const CpuInfo& cpu_info() {
   return info;
 }
 
+const CpuPeaks& cpu_fp32_rates() {
+  static const CpuPeaks rates = measure_fp32(cpu_info());
+  return rates;
+}
+
 const CpuPeaks& cpu_peaks() {
-  static const CpuPeaks peaks = measure(cpu_info());
+  static const CpuPeaks peaks = measure_bf16(cpu_info(), cpu_fp32_rates());
   return peaks;
 }
 
@@ -301,6 +341,7 @@ std::string cpu_json() {
   j["cores"] = c.cores;
   j["peak_gflops_per_core"] = {{"fp32_fma", one_decimal(p.fp32_fma_gflops)}, {"bf16_dot", one_decimal(p.bf16_dot_gflops)},
                                {"seconds", std::round(p.seconds * 1000.0) / 1000.0}};
+  j["stream_gbytes_per_core"] = one_decimal(p.stream_gbytes);
   return j.dump();
 }
 
