@@ -81,17 +81,16 @@ class Pool {
       std::lock_guard<std::mutex> lock(mutex_);  // a worker between its check and its wait gets this too
       wake_.notify_all();
     }
-    std::exception_ptr mine = run_chunks(tag, &chunk);
+    run_chunks(tag, &chunk);
     // Only chunks that workers have started are left.
     wait_until([&] { return remaining_.load(std::memory_order_seq_cst) == 0; }, caller_sleeping_, done_);
     job_.store(nullptr, std::memory_order_relaxed);
-    std::exception_ptr theirs;
+    std::exception_ptr error;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      theirs = std::exchange(error_, nullptr);
+      error = std::exchange(error_, nullptr);
     }
-    if (mine) std::rethrow_exception(mine);
-    if (theirs) std::rethrow_exception(theirs);
+    if (error) std::rethrow_exception(error);
   }
 
   ~Pool() {
@@ -123,19 +122,20 @@ class Pool {
     return -1;
   }
 
-  // Runs the chunks of job `tag` this thread can claim and marks each done; returns the first
-  // exception one of them threw (the others still run, so a job always finishes every chunk).
+  // Runs the chunks of job `tag` this thread can claim and marks each done. A chunk's exception
+  // is kept in error_ (the first one thrown) *before* the chunk counts as done, so the caller,
+  // once every chunk is done, finds it; the other chunks still run.
   // `job` may be null: it is read after the first successful claim, which proves the job is still
   // running (its chunk is not done), so job_ still points at its function.
-  std::exception_ptr run_chunks(uint32_t tag, const std::function<void(int)>* job) {
-    std::exception_ptr first;
+  void run_chunks(uint32_t tag, const std::function<void(int)>* job) {
     for (int c; (c = claim(tag)) >= 0;) {
       if (!job) job = job_.load(std::memory_order_relaxed);  // published before state_ (release)
       t_inside_chunk = true;
       try {
         (*job)(c);
       } catch (...) {
-        if (!first) first = std::current_exception();
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
       }
       t_inside_chunk = false;
       if (remaining_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_sleeping_.load(std::memory_order_seq_cst)) {
@@ -143,7 +143,6 @@ class Pool {
         done_.notify_one();
       }
     }
-    return first;
   }
 
   // Waits until ready(): `pause` for up to kSpinPause, then yields the core between checks up to
@@ -184,10 +183,7 @@ class Pool {
                  sleeping_workers_, wake_);
       if (stop_.load(std::memory_order_acquire)) return;
       seen = tag_of(state_.load(std::memory_order_acquire));
-      if (std::exception_ptr err = run_chunks(seen, nullptr)) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!error_) error_ = err;
-      }
+      run_chunks(seen, nullptr);
     }
   }
 
@@ -200,7 +196,7 @@ class Pool {
   uint32_t tag_ = 0;                // the last job's tag (only run() touches it)
   std::atomic<int> sleeping_workers_{0}, caller_sleeping_{0};
   std::atomic<bool> stop_{false};
-  std::exception_ptr error_;  // the first exception a worker's chunk threw, under mutex_
+  std::exception_ptr error_;  // the first exception a chunk of the current job threw, under mutex_
 };
 
 }  // namespace

@@ -89,6 +89,12 @@ TEST_CASE("parallel_for rethrows a chunk's exception after all chunks finish", "
     for (int64_t i = b; i < e; ++i) sum += i;
   });
   CHECK(sum == 299 * 300 / 2);
+  // Whichever thread ran the throwing chunk, its exception belongs to its own job: never lost,
+  // never rethrown by the next one.
+  for (int round = 0; round < 300; ++round) {
+    REQUIRE_THROWS(parallel_for(3, 1, [&](int64_t b, int64_t) { HEED_CHECK(b != 2, "chunk 2 failed"); }));
+    REQUIRE_NOTHROW(parallel_for(3, 1, [](int64_t, int64_t) {}));
+  }
 }
 
 TEST_CASE("attention and gelu give the same bits on 1 and 3 threads", "[parallel]") {
