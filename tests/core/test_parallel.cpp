@@ -117,6 +117,33 @@ TEST_CASE("attention and gelu give the same bits on 1 and 3 threads", "[parallel
   for (size_t i = 0; i < one.size(); ++i) REQUIRE(one[i] == three[i]);
 }
 
+TEST_CASE("linear's products give the same bits on 1, 2 and 3 threads (row splits, dx and dW side by side)", "[parallel]") {
+  // The GEMM grain (core/tuning.h) is derived from a measured rate, so how a product is split may
+  // differ from one machine, or one process, to another; no bit may depend on it.
+  ThreadsGuard guard;
+  auto run = [](int threads) {
+    set_num_threads(threads);
+    Generator gen(5);
+    Tensor x = Tensor::randn({12, 64, 128}, gen).requires_grad_();  // baby's MLP: 768 rows
+    Tensor w = Tensor::randn({512, 128}, gen).requires_grad_();
+    Tensor y = linear(x, w, Tensor());
+    sum(mul(y, y)).backward();
+    std::vector<float> out = y.to_vector<float>();
+    for (const Tensor* g : {&x, &w}) {
+      std::vector<float> v = g->grad().to_vector<float>();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  const std::vector<float> one = run(1), two = run(2), three = run(3);
+  REQUIRE(one.size() == two.size());
+  REQUIRE(one.size() == three.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    REQUIRE(one[i] == two[i]);
+    REQUIRE(one[i] == three[i]);
+  }
+}
+
 TEST_CASE("parallel_for_blocks hands out the same fixed blocks on any thread count", "[parallel]") {
   ThreadsGuard guard;
   auto blocks_seen = [](int threads) {
