@@ -216,26 +216,28 @@ double mul_add_scalar(int64_t iters) {
   return static_cast<double>(iters) * kChains * 2;
 }
 
-// GFLOP/s of `loop`: the round count is first grown until one run lasts 1 ms, then scaled so that a
-// run lasts about 1 ms; the best of 24 such runs is the peak. Short runs, many of them: on a busy
-// machine some run falls between two of the scheduler's time slices given to another process.
+// GFLOP/s of `loop`: the round count is first grown until one run lasts `run_seconds`, then
+// scaled so that a run lasts about that; the best of `runs` such runs is the peak. Short runs,
+// many of them: on a busy machine some run falls between two of the scheduler's time slices
+// given to another process. The reported peaks take 24 runs of 1 ms; the quick rates that size
+// work splits (core/tuning.h) 6 of 0.25 ms, enough for the power of two a grain is rounded to.
 template <class Loop>
-double gflops(Loop loop) {
+double gflops(Loop loop, int runs = 24, double run_seconds = 1e-3) {
   using clock = std::chrono::steady_clock;
   auto timed = [&](int64_t iters) {
     const auto t0 = clock::now();
     const double flops = loop(iters);
     return std::pair{flops, std::chrono::duration<double>(clock::now() - t0).count()};
   };
-  int64_t iters = 1 << 12;
+  int64_t iters = 1 << 10;
   auto [flops, secs] = timed(iters);
-  while (secs < 1e-3 && iters < (int64_t(1) << 40)) {
+  while (secs < run_seconds && iters < (int64_t(1) << 40)) {
     iters *= 4;
     std::tie(flops, secs) = timed(iters);
   }
-  iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * 1e-3 / std::max(secs, 1e-9)));
+  iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * run_seconds / std::max(secs, 1e-9)));
   double best = 0;
-  for (int run = 0; run < 24; ++run) {
+  for (int run = 0; run < runs; ++run) {
     std::tie(flops, secs) = timed(iters);
     best = std::max(best, flops / std::max(secs, 1e-12) * 1e-9);
   }
@@ -253,14 +255,15 @@ CpuInfo detect() {
 
 // GB/s of out[i] = a[i] + b[i] over three arrays that together fill twice L2 (or half of this
 // core's share of L3, if less): a model's activations outgrow L2 but mostly stay in L3, so this
-// is the rate of an element-wise pass over them. Best of 24 runs, as in gflops().
-double stream_gbytes(const CpuInfo& info) {
+// is the rate of an element-wise pass over them. Best of `runs` (after one to warm up), as in
+// gflops().
+double stream_gbytes(const CpuInfo& info, int runs) {
   const int64_t bytes = std::min<int64_t>(2 * info.l2_bytes, std::max<int64_t>(info.l2_bytes, info.l3_per_core() / 2));
   const size_t n = static_cast<size_t>(std::max<int64_t>(1024, bytes / (3 * sizeof(float))));
   std::vector<float> a(n, float(g_add)), b(n, float(g_mul)), out(n);
   using clock = std::chrono::steady_clock;
   double best = 0;
-  for (int run = 0; run < 25; ++run) {
+  for (int run = 0; run <= runs; ++run) {
     const auto t0 = clock::now();
     for (int rep = 0; rep < 4; ++rep) {
       const float* pa = a.data();
@@ -275,33 +278,27 @@ double stream_gbytes(const CpuInfo& info) {
   return best;
 }
 
-CpuPeaks measure_fp32(const CpuInfo& info) {
+// The fp32 and streaming rates (`quick`: 6 runs of 0.25 ms each, about 3 ms in all), plus the
+// bf16 peak unless quick.
+CpuPeaks measure(const CpuInfo& info, bool quick) {
   const auto t0 = std::chrono::steady_clock::now();
+  const int runs = quick ? 6 : 24;
+  const double run_seconds = quick ? 0.25e-3 : 1e-3;
   CpuPeaks p;
 #ifdef HEED_X86
   if (info.avx512f) {
-    p.fp32_fma_gflops = gflops(fma_avx512);
+    p.fp32_fma_gflops = gflops(fma_avx512, runs, run_seconds);
   } else if (info.avx2 && info.fma) {
-    p.fp32_fma_gflops = gflops(fma_avx2);
+    p.fp32_fma_gflops = gflops(fma_avx2, runs, run_seconds);
   } else {
-    p.fp32_fma_gflops = gflops(mul_add_scalar);
+    p.fp32_fma_gflops = gflops(mul_add_scalar, runs, run_seconds);
   }
+  if (info.avx512_bf16 && !quick) p.bf16_dot_gflops = gflops(dot_bf16);
 #else
-  p.fp32_fma_gflops = gflops(mul_add_scalar);
+  p.fp32_fma_gflops = gflops(mul_add_scalar, runs, run_seconds);
 #endif
-  p.stream_gbytes = stream_gbytes(info);
+  p.stream_gbytes = stream_gbytes(info, runs);
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return p;
-}
-
-CpuPeaks measure_bf16(const CpuInfo& info, CpuPeaks p) {
-  const auto t0 = std::chrono::steady_clock::now();
-#ifdef HEED_X86
-  if (info.avx512_bf16) p.bf16_dot_gflops = gflops(dot_bf16);
-#else
-  (void)info;
-#endif
-  p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
 
@@ -312,13 +309,13 @@ const CpuInfo& cpu_info() {
   return info;
 }
 
-const CpuPeaks& cpu_fp32_rates() {
-  static const CpuPeaks rates = measure_fp32(cpu_info());
+const CpuPeaks& cpu_quick_rates() {
+  static const CpuPeaks rates = measure(cpu_info(), true);
   return rates;
 }
 
 const CpuPeaks& cpu_peaks() {
-  static const CpuPeaks peaks = measure_bf16(cpu_info(), cpu_fp32_rates());
+  static const CpuPeaks peaks = measure(cpu_info(), false);
   return peaks;
 }
 

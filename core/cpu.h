@@ -67,10 +67,11 @@ struct CpuPeaks {
 /// quiet machine: another process on the same core lowers these figures.
 const CpuPeaks& cpu_peaks();
 
-/// Only the fp32 and streaming rates of cpu_peaks() (bf16_dot_gflops 0), for the work splits of
-/// core/tuning.h: every process that splits work measures these (about half of cpu_peaks()'s
-/// time), the bf16 rate only when it is asked for. cpu_peaks() reuses them.
-const CpuPeaks& cpu_fp32_rates();
+/// The fp32 and streaming rates measured quickly (bf16_dot_gflops 0; about 3 ms, best of 6 short
+/// runs), then cached: what core/tuning.h sizes work splits from. Every process that runs an op
+/// measures these, so they must be cheap; a grain is rounded to a power of two, which this
+/// precision is enough for. cpu_peaks() is the careful measurement that benchmarks report.
+const CpuPeaks& cpu_quick_rates();
 
 /// cpu_info() and cpu_peaks() as one JSON object on one line, for `heed bench` and benchmarks:
 /// {"vendor", "model_name", "family", "model", "stepping", "isa": {...}, "vector_bits",

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -37,7 +38,7 @@ Tuning derive(const CpuInfo& info, const CpuPeaks& rates) {
 }  // namespace
 
 const Tuning& tuning() {
-  static const Tuning t = derive(cpu_info(), cpu_fp32_rates());
+  static const Tuning t = derive(cpu_info(), cpu_quick_rates());
   return t;
 }
 
@@ -46,6 +47,9 @@ std::string tuning_json() {
   nlohmann::ordered_json j;
   j["min_chunk_seconds"] = kMinChunkSeconds;
   j["min_product_chunk_seconds"] = kMinProductChunkSeconds;
+  // The quick rates the sizes come from (cpu_peaks() in the "cpu" object is the careful measure).
+  j["fp32_fma_gflops"] = std::round(cpu_quick_rates().fp32_fma_gflops * 10.0) / 10.0;
+  j["stream_gbytes"] = std::round(cpu_quick_rates().stream_gbytes * 10.0) / 10.0;
   j["gemm_grain_macs"] = t.gemm_grain_macs;
   j["attention_grain_macs"] = t.attention_grain_macs;
   j["side_by_side_macs"] = t.side_by_side_macs;

@@ -12,8 +12,9 @@
 //   were written on, they give the values that were tuned by hand there before (2^19, 2^18,
 //   16 384 and 8 192: docs/performance.md).
 // - Grains are rounded down to a power of two, so noise in the start-up measurement
-//   (cpu_fp32_rates: best of many 1 ms runs) rarely moves one, and a run's splits are the same
-//   from one process to the next on one machine (a rate must change by up to 2x to move it).
+//   (cpu_quick_rates: best of 6 runs of 0.25 ms) rarely moves one, and a run's splits are
+//   usually the same from one process to the next on one machine (a rate must change by up to
+//   2x to move it). No bit depends on a grain anyway (below).
 // - A block (data reused while it stays in cache) is a fraction of L1.
 //
 // None of these sizes decides an order of summation, so no result depends on them (the chunk
@@ -61,8 +62,8 @@ struct Tuning {
   int64_t line_bytes = 0;
 };
 
-/// The sizes for this CPU, derived on first use from cpu_info() and cpu_fp32_rates() (which
-/// measures, about 50 ms once per process), then cached.
+/// The sizes for this CPU, derived on first use from cpu_info() and cpu_quick_rates() (which
+/// measures, about 3 ms once per process), then cached.
 const Tuning& tuning();
 
 /// tuning() as one JSON object on one line, for `heed bench`: each host's run shows its sizes.
