@@ -129,7 +129,7 @@ def main():
     print(f"# MFU = training FLOPs per iteration / seconds per iteration / ({a.threads} x the measured per-core peak), "
           "with FLOPs per iteration = (6 N + 12 n_layer n_embd block_size) * block_size * batch_size "
           "(nanoGPT's estimate_mfu; N = parameters less the position embedding)", flush=True)
-    summary, host = [], None
+    summary, host, tuning = [], None, None
     for name in a.configs:
         L, H, C, T, B, iters = CONFIGS[name]
         iters = max(2, int(iters * a.iters_scale))
@@ -150,6 +150,7 @@ def main():
                 h = run(cmd, env)
                 got[f"heed {p}"] = h
                 host = host or h["cpu"]
+                tuning = tuning or h.get("tuning")
                 peaks = h["cpu"]["peak_gflops_per_core"]
             for p in a.torch_precisions:
                 runs = {split: run(cmd, env) for (q, split), cmd in torch_cmds.items() if q == p}
@@ -192,6 +193,8 @@ def main():
               f"isa {','.join(k for k, v in host['isa'].items() if v)}, per-core peaks fp32 "
               f"{host['peak_gflops_per_core']['fp32_fma']} / bf16 {host['peak_gflops_per_core']['bf16_dot']} GFLOP/s")
         print("# cpu_json: " + json.dumps(host))
+    if tuning:  # the work splits heed derived for this host (core/tuning.h)
+        print("# heed tuning: " + json.dumps(tuning))
     print("\n| config | ratio (median, min–max over pairs) | | MFU vs fp32 peak | MFU vs bf16 peak |")
     print("|---|---|---|---|---|")
     for r in summary:

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -215,26 +216,28 @@ double mul_add_scalar(int64_t iters) {
   return static_cast<double>(iters) * kChains * 2;
 }
 
-// GFLOP/s of `loop`: the round count is first grown until one run lasts 1 ms, then scaled so that a
-// run lasts about 1 ms; the best of 24 such runs is the peak. Short runs, many of them: on a busy
-// machine some run falls between two of the scheduler's time slices given to another process.
+// GFLOP/s of `loop`: the round count is first grown until one run lasts `run_seconds`, then
+// scaled so that a run lasts about that; the best of `runs` such runs is the peak. Short runs,
+// many of them: on a busy machine some run falls between two of the scheduler's time slices
+// given to another process. The reported peaks take 24 runs of 1 ms; the quick rates that size
+// work splits (core/tuning.h) 6 of 0.25 ms, enough for the power of two a grain is rounded to.
 template <class Loop>
-double gflops(Loop loop) {
+double gflops(Loop loop, int runs = 24, double run_seconds = 1e-3) {
   using clock = std::chrono::steady_clock;
   auto timed = [&](int64_t iters) {
     const auto t0 = clock::now();
     const double flops = loop(iters);
     return std::pair{flops, std::chrono::duration<double>(clock::now() - t0).count()};
   };
-  int64_t iters = 1 << 12;
+  int64_t iters = 1 << 10;
   auto [flops, secs] = timed(iters);
-  while (secs < 1e-3 && iters < (int64_t(1) << 40)) {
+  while (secs < run_seconds && iters < (int64_t(1) << 40)) {
     iters *= 4;
     std::tie(flops, secs) = timed(iters);
   }
-  iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * 1e-3 / std::max(secs, 1e-9)));
+  iters = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iters) * run_seconds / std::max(secs, 1e-9)));
   double best = 0;
-  for (int run = 0; run < 24; ++run) {
+  for (int run = 0; run < runs; ++run) {
     std::tie(flops, secs) = timed(iters);
     best = std::max(best, flops / std::max(secs, 1e-12) * 1e-9);
   }
@@ -250,22 +253,51 @@ CpuInfo detect() {
   return info;
 }
 
-CpuPeaks measure(const CpuInfo& info) {
+// GB/s of out[i] = a[i] + b[i] over three arrays that together fill twice L2 (or half of this
+// core's share of L3, if less): a model's activations outgrow L2 but mostly stay in L3, so this
+// is the rate of an element-wise pass over them. Best of `runs` (after one to warm up), as in
+// gflops().
+double stream_gbytes(const CpuInfo& info, int runs) {
+  const int64_t bytes = std::min<int64_t>(2 * info.l2_bytes, std::max<int64_t>(info.l2_bytes, info.l3_per_core() / 2));
+  const size_t n = static_cast<size_t>(std::max<int64_t>(1024, bytes / (3 * sizeof(float))));
+  std::vector<float> a(n, float(g_add)), b(n, float(g_mul)), out(n);
+  using clock = std::chrono::steady_clock;
+  double best = 0;
+  for (int run = 0; run <= runs; ++run) {
+    const auto t0 = clock::now();
+    for (int rep = 0; rep < 4; ++rep) {
+      const float* pa = a.data();
+      const float* pb = b.data();
+      float* po = out.data();
+      for (size_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+      g_sink = po[static_cast<size_t>(rep) % n];  // the loop's result is used
+    }
+    const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    if (run > 0) best = std::max(best, 4.0 * 3.0 * sizeof(float) * static_cast<double>(n) / std::max(secs, 1e-12) * 1e-9);
+  }
+  return best;
+}
+
+// The fp32 and streaming rates (`quick`: 6 runs of 0.25 ms each, about 3 ms in all), plus the
+// bf16 peak unless quick.
+CpuPeaks measure(const CpuInfo& info, bool quick) {
   const auto t0 = std::chrono::steady_clock::now();
+  const int runs = quick ? 6 : 24;
+  const double run_seconds = quick ? 0.25e-3 : 1e-3;
   CpuPeaks p;
 #ifdef HEED_X86
   if (info.avx512f) {
-    p.fp32_fma_gflops = gflops(fma_avx512);
+    p.fp32_fma_gflops = gflops(fma_avx512, runs, run_seconds);
   } else if (info.avx2 && info.fma) {
-    p.fp32_fma_gflops = gflops(fma_avx2);
+    p.fp32_fma_gflops = gflops(fma_avx2, runs, run_seconds);
   } else {
-    p.fp32_fma_gflops = gflops(mul_add_scalar);
+    p.fp32_fma_gflops = gflops(mul_add_scalar, runs, run_seconds);
   }
-  if (info.avx512_bf16) p.bf16_dot_gflops = gflops(dot_bf16);
+  if (info.avx512_bf16 && !quick) p.bf16_dot_gflops = gflops(dot_bf16);
 #else
-  (void)info;
-  p.fp32_fma_gflops = gflops(mul_add_scalar);
+  p.fp32_fma_gflops = gflops(mul_add_scalar, runs, run_seconds);
 #endif
+  p.stream_gbytes = stream_gbytes(info, runs);
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
@@ -277,8 +309,13 @@ const CpuInfo& cpu_info() {
   return info;
 }
 
+const CpuPeaks& cpu_quick_rates() {
+  static const CpuPeaks rates = measure(cpu_info(), true);
+  return rates;
+}
+
 const CpuPeaks& cpu_peaks() {
-  static const CpuPeaks peaks = measure(cpu_info());
+  static const CpuPeaks peaks = measure(cpu_info(), false);
   return peaks;
 }
 
@@ -301,6 +338,7 @@ std::string cpu_json() {
   j["cores"] = c.cores;
   j["peak_gflops_per_core"] = {{"fp32_fma", one_decimal(p.fp32_fma_gflops)}, {"bf16_dot", one_decimal(p.bf16_dot_gflops)},
                                {"seconds", std::round(p.seconds * 1000.0) / 1000.0}};
+  j["stream_gbytes_per_core"] = one_decimal(p.stream_gbytes);
   return j.dump();
 }
 

@@ -56,17 +56,27 @@ struct CpuPeaks {
   /// VDPBF16PS on 512-bit registers (a pair of bf16 products added into each fp32 lane: 4 flops
   /// per lane); 0 when the CPU has no AVX512_BF16.
   double bf16_dot_gflops = 0;
+  /// Element-wise streaming: GB/s of out[i] = a[i] + b[i] (12 bytes per float element) over
+  /// arrays that fill twice L2 (activations' sizes: past L2, within L3), the rate of heed's
+  /// element-wise and row-wise kernels.
+  double stream_gbytes = 0;
   double seconds = 0;  ///< how long the measurement took
 };
 
 /// The peaks, measured on the first call (about 0.1 s, under 0.5 s), then cached. Measure on a
-/// quiet machine: another process on the same core lowers both figures.
+/// quiet machine: another process on the same core lowers these figures.
 const CpuPeaks& cpu_peaks();
+
+/// The fp32 and streaming rates measured quickly (bf16_dot_gflops 0; about 3 ms, best of 6 short
+/// runs), then cached: what core/tuning.h sizes work splits from. Every process that runs an op
+/// measures these, so they must be cheap; a grain is rounded to a power of two, which this
+/// precision is enough for. cpu_peaks() is the careful measurement that benchmarks report.
+const CpuPeaks& cpu_quick_rates();
 
 /// cpu_info() and cpu_peaks() as one JSON object on one line, for `heed bench` and benchmarks:
 /// {"vendor", "model_name", "family", "model", "stepping", "isa": {...}, "vector_bits",
 ///  "cache_bytes": {"l1d", "l2", "l3", "l3_shared_by", "detected"}, "cores", "peak_gflops_per_core":
-///  {"fp32_fma", "bf16_dot", "seconds"}}. Measures the peaks if that has not happened yet.
+///  {"fp32_fma", "bf16_dot", "seconds"}, "stream_gbytes_per_core"}. Measures the peaks if that has not happened yet.
 std::string cpu_json();
 
 }  // namespace heed

@@ -13,6 +13,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -49,11 +50,19 @@ namespace {
 
 thread_local bool t_inside_chunk = false;
 
-// Workers wait for a new generation of work; each takes chunk (its index + 1) of the current
-// job. A training step launches many short jobs back to back, and waking a sleeping thread costs
-// tens of microseconds (more on a VM whose other vCPU is idle), so workers and the caller first
-// spin briefly on the atomics, then sleep on condition variables. Started on first use, joined
-// at exit.
+// The pool's job hand-out. A job is `chunks` fixed chunks (their boundaries are the caller's,
+// never the pool's, so results do not depend on which thread ran a chunk). The caller and the
+// workers *claim* chunks from one atomic counter instead of each owning a fixed one: when a
+// worker is slow to start (asleep, or descheduled because the machine runs more threads than it
+// has cores), the caller takes its chunk rather than waiting for it. The caller waits only for
+// chunks a worker has already started. (With a fixed chunk per worker, a 2-thread tiny step took
+// 119 ms against 2.2 ms on one thread at a load of 10-18 on 2 cores: docs/performance.md.)
+//
+// Waiting (a worker for the next job, the caller for started chunks) spins a short while with
+// `pause`, then yields the core to anything else runnable, then sleeps on a condition variable:
+// a training step launches many short jobs back to back, and waking a sleeping thread costs tens
+// of microseconds (more on a VM), but spinning on an oversubscribed core takes time from the
+// thread being waited for. Started on first use, joined at exit.
 class Pool {
  public:
   static Pool& instance() {
@@ -64,102 +73,130 @@ class Pool {
   void run(int chunks, const std::function<void(int)>& chunk) {
     std::lock_guard<std::mutex> serial(run_mutex_);  // one job at a time
     ensure_workers(chunks - 1);
+    job_.store(&chunk, std::memory_order_relaxed);
+    remaining_.store(chunks, std::memory_order_relaxed);
+    const uint32_t tag = ++tag_;
+    state_.store(pack(tag, chunks, 0), std::memory_order_seq_cst);  // publishes job_ and remaining_
+    if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);  // a worker between its check and its wait gets this too
+      wake_.notify_all();
+    }
+    run_chunks(tag, &chunk);
+    // Only chunks that workers have started are left.
+    wait_until([&] { return remaining_.load(std::memory_order_seq_cst) == 0; }, caller_sleeping_, done_);
+    job_.store(nullptr, std::memory_order_relaxed);
+    std::exception_ptr error;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &chunk;
-      job_chunks_ = chunks;
-      pending_.store(chunks - 1, std::memory_order_relaxed);
-      error_ = nullptr;
-      generation_.fetch_add(1, std::memory_order_release);
+      error = std::exchange(error_, nullptr);
     }
-    wake_.notify_all();
-    std::exception_ptr mine;
-    try {
-      t_inside_chunk = true;
-      chunk(0);
-    } catch (...) {
-      mine = std::current_exception();
-    }
-    t_inside_chunk = false;
-    spin_while([&] { return pending_.load(std::memory_order_acquire) != 0; });
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
-    job_ = nullptr;
-    if (mine) std::rethrow_exception(mine);
-    if (error_) std::rethrow_exception(error_);
+    if (error) std::rethrow_exception(error);
   }
 
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stop_.store(true, std::memory_order_release);
+      stop_.store(true, std::memory_order_seq_cst);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
   }
 
  private:
-  // Spins while busy() holds, for at most 500 microseconds (a clock read every 64 pauses: a
-  // pause lasts from ~10 to ~140 cycles depending on the CPU). Long enough that workers stay
-  // awake across the serial stretches of a training step (tiny: 1.69 -> 1.56 ms/iter against
-  // 50 us; docs/performance.md), short enough that an idle pool soon stops using the CPU.
-  template <class Busy>
-  static void spin_while(Busy busy) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
-    for (int i = 1; busy(); ++i) {
-      _mm_pause();
-      if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return;
+  // state_: the job's tag (32 bits), its chunk count (16) and the next unclaimed chunk (16), in
+  // one word, so a claim is one compare-and-swap that also checks which job it claims from.
+  static constexpr uint64_t pack(uint32_t tag, int chunks, int next) {
+    return uint64_t(tag) << 32 | uint64_t(chunks) << 16 | uint64_t(next);
+  }
+  static uint32_t tag_of(uint64_t s) { return static_cast<uint32_t>(s >> 32); }
+  static int chunks_of(uint64_t s) { return static_cast<int>((s >> 16) & 0xffff); }
+  static int next_of(uint64_t s) { return static_cast<int>(s & 0xffff); }
+
+  // The next unclaimed chunk of job `tag`, or -1 when every chunk is taken (or the job is over).
+  int claim(uint32_t tag) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    while (tag_of(s) == tag && next_of(s) < chunks_of(s)) {
+      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+        return next_of(s);
     }
+    return -1;
+  }
+
+  // Runs the chunks of job `tag` this thread can claim and marks each done. A chunk's exception
+  // is kept in error_ (the first one thrown) *before* the chunk counts as done, so the caller,
+  // once every chunk is done, finds it; the other chunks still run.
+  // `job` may be null: it is read after the first successful claim, which proves the job is still
+  // running (its chunk is not done), so job_ still points at its function.
+  void run_chunks(uint32_t tag, const std::function<void(int)>* job) {
+    for (int c; (c = claim(tag)) >= 0;) {
+      if (!job) job = job_.load(std::memory_order_relaxed);  // published before state_ (release)
+      t_inside_chunk = true;
+      try {
+        (*job)(c);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      t_inside_chunk = false;
+      if (remaining_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_sleeping_.load(std::memory_order_seq_cst)) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_.notify_one();
+      }
+    }
+  }
+
+  // Waits until ready(): `pause` for up to kSpinPause, then yields the core between checks up to
+  // kSpinYield, then sleeps on `cv` (flagging `sleeping` so that whoever makes ready() true
+  // knows to notify). 500 us in all keeps workers awake across the serial stretches of a
+  // training step (tiny: 1.69 -> 1.56 ms/iter against 50 us; docs/performance.md).
+  template <class Ready, class Flag>
+  void wait_until(Ready ready, Flag& sleeping, std::condition_variable& cv) {
+    using clock = std::chrono::steady_clock;
+    constexpr auto kSpinPause = std::chrono::microseconds(50), kSpinYield = std::chrono::microseconds(500);
+    const auto start = clock::now();
+    for (int i = 1; !ready(); ++i) {
+      if (i % 64 != 0) {  // a clock read every 64 checks: a pause lasts ~10 to ~140 cycles by CPU
+        _mm_pause();
+        continue;
+      }
+      const auto waited = clock::now() - start;
+      if (waited > kSpinYield) break;
+      if (waited > kSpinPause) std::this_thread::yield();
+    }
+    if (ready()) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    // All seq_cst, here and at the notifiers (store the change, then read the flag): either the
+    // notifier sees the flag and notifies under the mutex, or ready() below sees the change.
+    ++sleeping;
+    cv.wait(lock, ready);
+    --sleeping;
   }
 
   void ensure_workers(int n) {
-    while (static_cast<int>(workers_.size()) < n) {
-      const int index = static_cast<int>(workers_.size());
-      workers_.emplace_back([this, index] { work(index); });
-    }
+    while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { work(); });
   }
 
-  void work(int index) {
-    uint64_t seen = 0;
+  void work() {
+    uint32_t seen = tag_of(state_.load(std::memory_order_acquire));
     for (;;) {
-      const std::function<void(int)>* job;
-      auto idle = [&] {
-        return !stop_.load(std::memory_order_acquire) && generation_.load(std::memory_order_acquire) == seen;
-      };
-      spin_while(idle);
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return !idle(); });
-        if (stop_.load(std::memory_order_relaxed)) return;
-        seen = generation_.load(std::memory_order_relaxed);
-        if (index + 1 >= job_chunks_) continue;  // this job needs fewer workers
-        job = job_;
-      }
-      std::exception_ptr err;
-      try {
-        t_inside_chunk = true;
-        (*job)(index + 1);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      t_inside_chunk = false;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (err && !error_) error_ = err;
-        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
-      }
+      wait_until([&] { return stop_.load(std::memory_order_seq_cst) || tag_of(state_.load(std::memory_order_seq_cst)) != seen; },
+                 sleeping_workers_, wake_);
+      if (stop_.load(std::memory_order_acquire)) return;
+      seen = tag_of(state_.load(std::memory_order_acquire));
+      run_chunks(seen, nullptr);
     }
   }
 
   std::mutex run_mutex_, mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
-  const std::function<void(int)>* job_ = nullptr;
-  int job_chunks_ = 0;
-  std::atomic<int> pending_{0};
-  std::atomic<uint64_t> generation_{0};
+  std::atomic<const std::function<void(int)>*> job_{nullptr};
+  std::atomic<int> remaining_{0};   // chunks of the current job not yet finished
+  std::atomic<uint64_t> state_{0};  // pack(tag, chunks, next claim)
+  uint32_t tag_ = 0;                // the last job's tag (only run() touches it)
+  std::atomic<int> sleeping_workers_{0}, caller_sleeping_{0};
   std::atomic<bool> stop_{false};
-  std::exception_ptr error_;
+  std::exception_ptr error_;  // the first exception a chunk of the current job threw, under mutex_
 };
 
 }  // namespace
@@ -167,7 +204,8 @@ class Pool {
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   const int64_t by_grain = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
-  const int chunks = static_cast<int>(std::min<int64_t>({num_threads(), by_grain, n}));
+  // At most 2^16 - 1 chunks: the pool's claim counter is 16 bits.
+  const int chunks = static_cast<int>(std::min<int64_t>({num_threads(), by_grain, n, 0xffff}));
   if (chunks <= 1 || t_inside_chunk) {
     fn(0, n);
     return;

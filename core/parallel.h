@@ -1,6 +1,7 @@
 // heed: threads. One setting drives every matrix product and heed's own kernels, so a run can be
 // pinned to a core budget in one place. All of it runs on one small pool of worker threads that
-// spin briefly, then sleep, between jobs; OpenBLAS is called single-threaded from inside it.
+// spin briefly, then yield, then sleep, between jobs; OpenBLAS is called single-threaded from
+// inside it.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,10 @@ void set_num_threads(int n);
 /// The thread count last set, or, if never set, OPENBLAS_NUM_THREADS (or the core count).
 int num_threads();
 
-/// Runs fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks, the
-/// first on the calling thread, and returns when all are done. Work smaller than `grain` items
+/// Runs fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks, and
+/// returns when all are done. The chunks' boundaries depend only on n, grain and the thread
+/// count; the calling thread and the workers claim chunks as they come free, so a worker that is
+/// slow to start (on a busy machine) costs the caller its chunk's time, not a wait. Work smaller than `grain` items
 /// per chunk, or a call from inside a chunk, runs inline on the caller. An exception thrown by a
 /// chunk is rethrown here (the first one, after every chunk has finished).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);

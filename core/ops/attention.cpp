@@ -22,6 +22,7 @@
 #include "core/ops/strided.h"
 #include "core/parallel.h"
 #include "core/random.h"
+#include "core/tuning.h"
 
 namespace heed {
 
@@ -270,22 +271,24 @@ struct HeadsCall {
     return t.data<T>() + b * t.strides()[0] + off[r] + h * hd;
   }
   // Heads per parallel chunk: enough that a chunk's work (about Tq Tk hd multiply-adds) is worth
-  // a thread wake-up (some tens of microseconds).
-  int64_t grain() const { return std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, Tq * Tk * hd)); }
+  // a hand-off to another thread (core/tuning.h).
+  int64_t grain() const { return std::max<int64_t>(1, tuning().attention_grain_macs / std::max<int64_t>(1, Tq * Tk * hd)); }
 };
 
-// Row stride of a transposed (hd, Tk) head for a_bt: Tk rounded up to whole batches, plus one
-// batch. Without the extra batch, T = 256 gives rows exactly 1 KB apart, whose cache lines fall
-// into a quarter of L1's sets and evict each other: 97 GFLOP/s instead of 137 on one core
-// (heed_bench_kernels --benchmark_filter=attention_scores, the small config's head shape).
-int64_t transposed_ld(int64_t Tk, int64_t W) { return (Tk + W - 1) / W * W + W; }
+// Row stride of a transposed (hd, Tk) head for a_bt: Tk rounded up to whole batches and lines,
+// padded to an odd number of cache lines (core/tuning.h, alias_free_stride). Unpadded, T = 256
+// gives rows exactly 1 KB apart, whose cache lines fall into a quarter of L1's sets and evict
+// each other: 97 GFLOP/s instead of 137 on one core (heed_bench_kernels
+// --benchmark_filter=attention_scores, the small config's head shape).
+template <class T>
+int64_t transposed_ld(int64_t Tk) { return alias_free_stride(Tk, detail::Batch<T>::size, sizeof(T)); }
 
 // One head's weights: att (Tq, Tk) = masked softmax(scale q k^T). q, k rows stride ldq, ldk;
 // kt: scratch of hd * transposed_ld(Tk) elements.
 template <class T>
 void head_weights_forward(T* att, const T* q, int64_t ldq, const T* k, int64_t ldk, const uint8_t* pad,
                           const RowBias<T>& bias, const HeadsCall& c, T* kt) {
-  const int64_t ldt = transposed_ld(c.Tk, detail::Batch<T>::size);
+  const int64_t ldt = transposed_ld<T>(c.Tk);
   detail::kernels::transpose(kt, ldt, k, ldk, c.Tk, c.hd);
   detail::kernels::a_bt(att, c.Tk, q, ldq, kt, ldt, c.Tq, c.hd, [&](int64_t i) { return c.visible(i); });
   masked_softmax_forward<T>(att, att, pad, static_cast<T>(c.scale), c.Tq, c.Tq, c.Tk, c.causal, bias);
@@ -304,7 +307,7 @@ void head_values_forward(T* out, const T* weights, const T* v, int64_t ldv, cons
 template <class T>
 void head_backward(T* dq, int64_t ldq_out, T* dk, int64_t ldk_out, T* dv, int64_t ldv_out, const T* dy, const T* q,
                    const T* k, const T* v, const T* att, const T* dropped, const HeadsCall& c, T* vt, T* ds) {
-  const int64_t ldt = transposed_ld(c.Tk, detail::Batch<T>::size);
+  const int64_t ldt = transposed_ld<T>(c.Tk);
   auto visible_range = [&](int64_t i) { return std::pair<int64_t, int64_t>{0, c.visible(i)}; };
   auto seen_by = [&](int64_t j) { return std::pair<int64_t, int64_t>{c.first_query(j), c.Tq}; };
   // d(weights) = dy v^T, then through dropout and the softmax: d(scores), the scale folded in.
@@ -392,7 +395,7 @@ GemmBf16Options bf16_options(const HeadsCall& c, Bf16Skip skip, int64_t diagonal
   return {*c.bf16, c.causal ? skip : Bf16Skip::none, diagonal};
 }
 // Heads per parallel chunk of the fp32 work between the products (about Tq Tk elements a head).
-int64_t row_grain(const HeadsCall& c) { return std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, c.Tq * c.Tk)); }
+int64_t row_grain(const HeadsCall& c) { return std::max<int64_t>(1, tuning().row_grain_elems / std::max<int64_t>(1, c.Tq * c.Tk)); }
 
 Tensor attention_heads_forward_bf16(HeadsCall& c, const KeyPaddingMask* mask, Generator* gen) {
   c.att = Tensor::empty({c.B, c.nh, c.Tq, c.Tk});
@@ -462,7 +465,7 @@ Tensor attention_heads_forward(HeadsCall& c, const KeyPaddingMask* mask, Generat
   Tensor out = Tensor::empty({c.B, c.Tq, c.C}, dtype);
   visit_dtype(dtype, [&]<class T>() {
     parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
-      std::vector<T> kt(static_cast<size_t>(c.hd * transposed_ld(c.Tk, detail::Batch<T>::size)));
+      std::vector<T> kt(static_cast<size_t>(c.hd * transposed_ld<T>(c.Tk)));
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / c.nh, h = bh % c.nh;
         head_weights_forward<T>(c.att.data<T>() + bh * c.Tq * c.Tk, c.head<T>(0, b, h), c.ld(0), c.head<T>(1, b, h),
@@ -509,7 +512,7 @@ std::vector<Tensor> attention_heads_backward(const HeadsCall& c, const Tensor& g
     auto grad_ld = [&](size_t r) { return grads[c.src[r]].size(2); };
     // Heads are independent, and each writes its own channels of dq, dk, dv: split them.
     parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
-      std::vector<T> vt(static_cast<size_t>(c.hd * transposed_ld(c.Tk, detail::Batch<T>::size)));
+      std::vector<T> vt(static_cast<size_t>(c.hd * transposed_ld<T>(c.Tk)));
       std::vector<T> ds(static_cast<size_t>(c.Tq * c.Tk));
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / c.nh, h = bh % c.nh, head = bh * c.Tq * c.Tk;

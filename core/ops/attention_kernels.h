@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/ops/simd_rows.h"
+#include "core/tuning.h"
 
 namespace heed::detail::kernels {
 
@@ -137,12 +138,15 @@ void a_bt(T* out, int64_t ld_out, const T* a, int64_t lda, const T* bt, int64_t 
 /// p(i, j) is at p[i spr + j spj]: (ld, 1) for a row-major matrix, (1, ld) to use its transpose
 /// without moving it. v rows stride ldv, out rows stride ld_out. Overwrites out.
 ///
-/// The sum over j runs in pieces of kPiece rows of v (16 KB at D = 64), each used by every row
-/// group while it sits in L1; partial sums wait in out, and the sum keeps its order.
+/// The sum over j runs in pieces of `piece` rows of v's 4 W columns that fill half of L1 (64 rows
+/// with AVX-512 and 32 KB of L1d: core/tuning.h), each piece used by every row group while it
+/// sits in L1; partial sums wait in out, and the sum keeps its order, so no bit depends on the
+/// piece size.
 template <class T, class Range>
 void p_v(T* out, int64_t ld_out, const T* p, int64_t spr, int64_t spj, const T* v, int64_t ldv, int64_t R, int64_t D,
          Range range) {
-  constexpr int64_t W = Batch<T>::size, kPiece = 64;
+  constexpr int64_t W = Batch<T>::size;
+  const int64_t piece = l1_block_rows(4 * W * static_cast<int64_t>(sizeof(T)));
   const int64_t full = D / W * W;  // whole batches; the rest of each row is scalar
   auto group_range = [&](int64_t i, int64_t rows) {
     int64_t lo = range(i).first, hi = range(i).second;
@@ -163,11 +167,11 @@ void p_v(T* out, int64_t ld_out, const T* p, int64_t spr, int64_t spj, const T* 
   }
   for (int64_t d = 0; d < full; d += 4 * W) {
     const int64_t batches = std::min<int64_t>(4, (full - d) / W);
-    for (int64_t j0 = 0; j0 < end; j0 += kPiece)
+    for (int64_t j0 = 0; j0 < end; j0 += piece)
       for (int64_t i = 0; i < R; i += 4) {
         const int64_t rows = std::min<int64_t>(4, R - i);
         const auto [lo, hi] = group_range(i, rows);
-        const int64_t j1 = std::min(hi, j0 + kPiece), js = std::max(lo, j0);
+        const int64_t j1 = std::min(hi, j0 + piece), js = std::max(lo, j0);
         if (js >= j1) continue;
         blocks::group_blocks(rows, out + i * ld_out + d, ld_out, full - d, p + i * spr, spr, spj, v + d, ldv, js, j1,
                              batches, js > lo);

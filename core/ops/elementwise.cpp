@@ -11,6 +11,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/tuning.h"
 #include "core/ops/strided.h"
 
 namespace heed {
@@ -91,18 +92,18 @@ static Tensor unary_map(const Tensor& a, F f) {
 // out = f(a) (or f(a, b) for same-shaped a, b) with xsimd batches over contiguous data, for
 // functions the compiler cannot vectorise itself (erf, exp, tanh). `f` must accept both T and
 // xsimd::batch<T>: write its calls unqualified after `using std::erf;` so ADL picks xsimd's.
-// Blocks of kSimdBlock elements (a multiple of any batch width, so only the very end takes the
-// scalar tail) spread over the threads, each thread's share at least kSimdParallel elements:
-// a few microseconds even for a plain add, more than a hand-off to the pool's spinning workers
-// costs. (At 65 536, tiny's GELU, 65 K elements, stayed on one thread; with 16 384 and layer
-// norm's grain below, tiny's step went from 1.40 to 1.32 ms.)
-constexpr int64_t kSimdBlock = 4096, kSimdParallel = 16384;
+// Blocks of tuning().elementwise_block elements (a multiple of any batch width, so only the very
+// end takes the scalar tail) spread over the threads, each thread's share at least
+// tuning().elementwise_grain elements: about 10 us of a plain add at this core's streaming rate,
+// more than a hand-off to the pool's spinning workers costs (core/tuning.h). (A fixed 65 536
+// kept tiny's GELU, 65 K elements, on one thread; 16 384 took tiny's step from 1.40 to 1.32 ms.)
 
 template <class T, class F, class... In>
 static void simd_apply(T* out, int64_t n, F f, const In*... in) {
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
-  parallel_for_blocks(n, kSimdBlock, kSimdParallel, [&](int64_t i0, int64_t i1) {
+  const Tuning& tune = tuning();
+  parallel_for_blocks(n, tune.elementwise_block, tune.elementwise_grain, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
     for (; i + W <= i1; i += W) f(B::load_unaligned(in + i)...).store_unaligned(out + i);
     for (; i < i1; ++i) out[i] = f(in[i]...);

@@ -28,6 +28,7 @@
 #include "core/cpu.h"
 #include "core/ops/bf16.h"
 #include "core/parallel.h"
+#include "core/tuning.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -44,10 +45,8 @@ constexpr int64_t kMR = 12, kNR = 32;
 constexpr int64_t kChunk = 16;  // pairs per chunk: the kernel's unrolled step
 constexpr int kVecs = kNR / 16;  // zmm registers per tile row
 
-// A chunk handed to another thread should run at least this long at the kernel's peak, or the
-// hand-off costs more than the split gains (the pool's workers spin between jobs, so a hand-off
-// costs a few microseconds: core/parallel.cpp).
-constexpr double kMinChunkSeconds = 10e-6;
+// A chunk handed to another thread runs at least kMinProductChunkSeconds at the kernel's peak
+// (core/tuning.h: the rule every split in heed follows).
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -549,8 +548,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   const Problem whole{m, n, k, {a, lda, !trans_a}, {b, ldb, trans_b}, beta == 1.0f, c, ldc, options.skip,
                       options.diagonal};
   // Split the longer side of C into runs of whole tiles (so every tile, and so every bit of the
-  // result, is the same on any thread count), each at least kMinChunkSeconds of work.
-  const double min_macs = macs_per_second(ks) * kMinChunkSeconds;
+  // result, is the same on any thread count), each at least kMinProductChunkSeconds of work.
+  const double min_macs = macs_per_second(ks) * kMinProductChunkSeconds;
   const bool by_rows = m >= n;
   const int64_t unit = by_rows ? kMR : kNR, units = ceil_div(by_rows ? m : n, unit);
   const double macs_per_unit = static_cast<double>(unit) * static_cast<double>(by_rows ? n : m) * static_cast<double>(k);
@@ -581,7 +580,7 @@ void gemm_bf16_batched(int64_t outer, int64_t inner, int64_t m, int64_t n, int64
   const int64_t count = outer * inner;
   if (count == 0 || m == 0 || n == 0) return;
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(macs_per_second(ks) * kMinChunkSeconds / std::max(macs, 1.0)));
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(macs_per_second(ks) * kMinProductChunkSeconds / std::max(macs, 1.0)));
   parallel_for(count, grain, [&](int64_t begin, int64_t end) {
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t o = idx / inner, i = idx % inner;

@@ -21,6 +21,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/tuning.h"
 
 namespace heed {
 namespace {
@@ -165,14 +166,14 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     }
   };
   // OpenBLAS runs single-threaded (see core/parallel.cpp); the pool splits the larger of C's two
-  // sides into independent products of at least kGemmGrain multiply-adds (a few microseconds:
-  // the pool's workers spin between jobs, so a hand-off costs less than that).
-  constexpr int64_t kGemmGrain = int64_t(1) << 19;
+  // sides into independent products of at least tuning().gemm_grain_macs multiply-adds
+  // (core/tuning.h: about 10 us at this core's FMA peak).
+  const int64_t grain = tuning().gemm_grain_macs;
   const int64_t per_row = n * k, per_col = m * k;
   if (m >= n) {
-    parallel_for(m, std::max<int64_t>(1, kGemmGrain / per_row), [&](int64_t r0, int64_t r1) { call(r0, r1, 0, n); });
+    parallel_for(m, std::max<int64_t>(1, grain / per_row), [&](int64_t r0, int64_t r1) { call(r0, r1, 0, n); });
   } else {
-    parallel_for(n, std::max<int64_t>(1, kGemmGrain / per_col), [&](int64_t c0, int64_t c1) { call(0, m, c0, c1); });
+    parallel_for(n, std::max<int64_t>(1, grain / per_col), [&](int64_t c0, int64_t c1) { call(0, m, c0, c1); });
   }
 }
 
@@ -358,7 +359,8 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
       const T* pb = has_b ? b.data<T>() : nullptr;
       const int64_t sb = has_b ? b.strides()[0] : 0;
       T* py = y.data<T>();
-      parallel_for(rows, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(out_f, 1)), [&](int64_t r0, int64_t r1) {
+      const int64_t grain = tuning().elementwise_grain / std::max<int64_t>(out_f, 1);
+      parallel_for(rows, std::max<int64_t>(1, grain), [&](int64_t r0, int64_t r1) {
         for (int64_t i = r0; i < r1; ++i) {
           T* row = py + i * out_f;
           if (from_r) std::copy(pr + i * out_f, pr + (i + 1) * out_f, row);
@@ -393,8 +395,8 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
         gemm<T>(G.t(), X, make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0), bf16);
       };
       // On two threads the two products (equal work) run side by side, each whole on one core:
-      // no split, no synchronisation inside either.
-      if (need_x && need_w && num_threads() == 2 && rows * in * out_f >= (int64_t(1) << 20)) {
+      // no split, no synchronisation inside either (core/tuning.h, side_by_side_macs).
+      if (need_x && need_w && num_threads() == 2 && rows * in * out_f >= tuning().side_by_side_macs) {
         parallel_for(2, 1, [&](int64_t i, int64_t) { i == 0 ? dx() : dw(); });
       } else {
         if (need_x) dx();

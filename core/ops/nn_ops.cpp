@@ -18,6 +18,7 @@
 #include "core/ops/strided.h"
 #include "core/parallel.h"
 #include "core/random.h"
+#include "core/tuning.h"
 
 namespace heed {
 
@@ -95,16 +96,16 @@ void cross_entropy_backward(T* dx, const T* x, const T* rmax, const T* rinv, con
 // layer_norm. x, out, dy, dx: (N, C); w, b, dw, db: (C) or null; mean, rstd: (N).
 // out = (x - mean) * rstd * w + b with the biased variance, as torch.
 
-// Elements per parallel chunk of a row-wise kernel: several microseconds of memory-bound work,
-// which outweighs a hand-off to the pool's spinning workers (baby's layer norms, 98 K elements,
-// went from 1.16 to 0.70 ms/iter with a 2^15 grain against 2^18, which kept them on one thread;
-// tiny's, 16 K elements, split only from 2^13).
-constexpr int64_t kRowGrainElems = int64_t(1) << 13;
+// Elements per parallel chunk of a row-wise kernel: tuning().row_grain_elems, about 10 us of
+// memory-bound work at this core's streaming rate, which outweighs a hand-off to the pool's
+// spinning workers (core/tuning.h). (Baby's layer norms, 98 K elements, went from 1.16 to 0.70
+// ms/iter with a 2^15 grain against 2^18, which kept them on one thread; tiny's, 16 K elements,
+// split only from 2^13.)
 
 template <class T>
 void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C,
                         T eps) {
-  parallel_for(N, std::max<int64_t>(1, kRowGrainElems / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
+  parallel_for(N, std::max<int64_t>(1, tuning().row_grain_elems / std::max<int64_t>(C, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * C;
       T* o = out + r * C;
@@ -136,13 +137,13 @@ template <class T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
                          const T* rstd, int64_t N, int64_t C) {
   constexpr int64_t W = Batch<T>::size;
-  constexpr int64_t kBlockRows = 64;
+  constexpr int64_t kBlockRows = 64;  // fixes the order of dw's and db's sums: not tuning (core/tuning.h)
   // A null w is a weight of ones: one code path, and C extra reads per row are noise next to x, dy.
   std::vector<T> ones(w ? 0 : C, T(1));
   if (!w) w = ones.data();
   const int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
   std::vector<double> dw_acc(blocks * C, 0.0), db_acc(blocks * C, 0.0);
-  parallel_for_blocks(N, kBlockRows, kRowGrainElems / std::max<int64_t>(C, 1), [&](int64_t r0, int64_t r1) {
+  parallel_for_blocks(N, kBlockRows, tuning().row_grain_elems / std::max<int64_t>(C, 1), [&](int64_t r0, int64_t r1) {
     double* pw = dw_acc.data() + r0 / kBlockRows * C;
     double* pb = db_acc.data() + r0 / kBlockRows * C;
     for (int64_t r = r0; r < r1; ++r) {

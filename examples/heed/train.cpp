@@ -25,6 +25,7 @@
 #include "core/cpu.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/tuning.h"
 #include "corpus.h"
 #include "data_parallel.h"
 #include "dist/param_checksum.h"
@@ -711,7 +712,8 @@ int bench_on(const TrainOptions& flags, dist::Communicator& world) {
               {"gflops", std::round(gflops * 10) / 10},
               {"mfu_fp32_peak", mfu(peaks.fp32_fma_gflops)},
               {"mfu_bf16_peak", mfu(peaks.bf16_dot_gflops)},
-              {"cpu", json::parse(cpu_json())}};
+              {"cpu", json::parse(cpu_json())},
+              {"tuning", json::parse(tuning_json())}};  // the work splits derived for this CPU
   if (world.size() > 1 || o.grad_accum > 1) {
     out["processes"] = world.size();
     out["grad_accum"] = o.grad_accum;

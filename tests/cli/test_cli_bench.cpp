@@ -77,6 +77,9 @@ TEST_CASE("heed bench reports the precision, model FLOPs, MFU against the CPU's 
     const double printed_gflops = j.at("gflops").get<double>();
     const json& cpu = j.at("cpu");
     CHECK(cpu.at("model_name").is_string());
+    // The work splits derived for this CPU (core/tuning.h), so each host's run shows them.
+    CHECK(j.at("tuning").at("gemm_grain_macs").get<int64_t>() > 0);
+    CHECK(j.at("tuning").at("elementwise_grain").get<int64_t>() > 0);
     const double fp32_peak = cpu.at("peak_gflops_per_core").at("fp32_fma").get<double>();
     REQUIRE(fp32_peak > 0);
     // MFU is gflops / peak before either is rounded: the printed GFLOP/s is off by up to 0.05 (that is

@@ -41,6 +41,24 @@ TEST_CASE("parallel_for covers every index exactly once, in contiguous chunks", 
   }
 }
 
+TEST_CASE("parallel_for: back-to-back jobs each run every chunk once, whoever claims it", "[parallel]") {
+  // Chunks are claimed by the caller and the workers from one counter: a job must neither lose a
+  // chunk nor run one twice, nor run a chunk of the previous job's function, however the threads
+  // interleave (the caller often takes the workers' chunks before they wake).
+  ThreadsGuard guard;
+  for (int threads : {2, 3, 5}) {
+    set_num_threads(threads);
+    for (int job = 0; job < 2000; ++job) {
+      const int64_t n = 1 + job % 7;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      parallel_for(n, 1, [&, job](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)] += 1 + job % 3;
+      });
+      for (int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<size_t>(i)] == 1 + job % 3);
+    }
+  }
+}
+
 TEST_CASE("parallel_for runs small work and nested calls inline", "[parallel]") {
   ThreadsGuard guard;
   set_num_threads(4);
@@ -71,6 +89,12 @@ TEST_CASE("parallel_for rethrows a chunk's exception after all chunks finish", "
     for (int64_t i = b; i < e; ++i) sum += i;
   });
   CHECK(sum == 299 * 300 / 2);
+  // Whichever thread ran the throwing chunk, its exception belongs to its own job: never lost,
+  // never rethrown by the next one.
+  for (int round = 0; round < 300; ++round) {
+    REQUIRE_THROWS(parallel_for(3, 1, [&](int64_t b, int64_t) { HEED_CHECK(b != 2, "chunk 2 failed"); }));
+    REQUIRE_NOTHROW(parallel_for(3, 1, [](int64_t, int64_t) {}));
+  }
 }
 
 TEST_CASE("attention and gelu give the same bits on 1 and 3 threads", "[parallel]") {
@@ -91,6 +115,33 @@ TEST_CASE("attention and gelu give the same bits on 1 and 3 threads", "[parallel
   const std::vector<float> one = run(1), three = run(3);
   REQUIRE(one.size() == three.size());
   for (size_t i = 0; i < one.size(); ++i) REQUIRE(one[i] == three[i]);
+}
+
+TEST_CASE("linear's products give the same bits on 1, 2 and 3 threads (row splits, dx and dW side by side)", "[parallel]") {
+  // The GEMM grain (core/tuning.h) is derived from a measured rate, so how a product is split may
+  // differ from one machine, or one process, to another; no bit may depend on it.
+  ThreadsGuard guard;
+  auto run = [](int threads) {
+    set_num_threads(threads);
+    Generator gen(5);
+    Tensor x = Tensor::randn({12, 64, 128}, gen).requires_grad_();  // baby's MLP: 768 rows
+    Tensor w = Tensor::randn({512, 128}, gen).requires_grad_();
+    Tensor y = linear(x, w, Tensor());
+    sum(mul(y, y)).backward();
+    std::vector<float> out = y.to_vector<float>();
+    for (const Tensor* g : {&x, &w}) {
+      std::vector<float> v = g->grad().to_vector<float>();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  const std::vector<float> one = run(1), two = run(2), three = run(3);
+  REQUIRE(one.size() == two.size());
+  REQUIRE(one.size() == three.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    REQUIRE(one[i] == two[i]);
+    REQUIRE(one[i] == three[i]);
+  }
 }
 
 TEST_CASE("parallel_for_blocks hands out the same fixed blocks on any thread count", "[parallel]") {
