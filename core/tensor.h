@@ -97,7 +97,9 @@ class Tensor {
   static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
   /// A braced list: `from_vector({0.43, 0.15}, {1, 2})` is float32 unless `dtype` says otherwise.
   static Tensor from_vector(std::initializer_list<double> values, const Shape& shape, DType dtype = DType::f32);
-  static Tensor arange(int64_t n, DType dtype = DType::f32);  ///< 0, 1, ..., n-1
+  /// 0, 1, ..., n-1, int64 unless `dtype` says otherwise (torch.arange(n) with an integer n: one
+  /// default for both overloads, so `arange(n)` and `arange(0, n)` are the same tensor).
+  static Tensor arange(int64_t n, DType dtype = DType::i64);
   /// start, start + step, ... below end (above it for a negative step), int64 unless `dtype`
   /// says otherwise (torch.arange(start, end, step) with integer arguments).
   static Tensor arange(int64_t start, int64_t end, int64_t step = 1, DType dtype = DType::i64);

@@ -180,6 +180,10 @@ LoadedGPT gpt_from_safetensors(SafetensorsFile file, const std::string& path) {
   // A NaN or infinite weight (or a float64 one too large for float32) would only surface later as
   // a NaN loss or garbage samples.
   for (auto& [name, t] : found) {
+    // Weights are floating point (F32, F64, BF16...); an integer or boolean tensor is not a weight
+    // that lost precision but a file that is not a GPT checkpoint.
+    HEED_CHECK(is_floating(t.dtype()), path, ": tensor \"", name, "\" has dtype ", dtype_name(t.dtype()),
+               ", not a floating-point weight");
     t = t.to(DType::f32).contiguous();
     const int64_t i = first_non_finite(t);
     HEED_CHECK(i < 0, path, ": tensor \"", name, "\" is not finite (element ", i, " is ",

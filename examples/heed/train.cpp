@@ -318,6 +318,13 @@ Start resolve_options(const TrainRequest& req) {
   if (req.from_config.count("out") && !req.resume && !req.overwrite)
     throw UsageError("--config " + req.config + " records the run in " + o.out +
                      ": give --out DIR for the new run (or --resume to continue that one, --overwrite to start it over)");
+  // nanoGPT's config files say init_from = 'scratch' | 'resume' | 'gpt2...': its words, not paths
+  // (a file of that name is still reachable as ./scratch).
+  if (o.init_from == "scratch") o.init_from.clear();
+  if (o.init_from == "resume")
+    throw UsageError("--init-from resume: nanoGPT's init_from = 'resume' is heed's --resume (continue the run in --out)");
+  if (o.init_from.rfind("gpt2", 0) == 0 && !fs::exists(o.init_from))
+    throw UsageError("--init-from " + o.init_from + ": heed does not download GPT-2 weights; give a checkpoint file");
   for (const auto& opt : train_option_table()) {
     if (!opt.is_path) continue;
     std::string p = std::get<std::string>(opt.get(o));

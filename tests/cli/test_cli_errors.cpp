@@ -449,6 +449,13 @@ TEST_CASE("cli errors: corrupted checkpoints are refused by sample, eval and att
     });
     expect_refused({"transformer.h.0.ln_2.weight", "not finite"});
   }
+  SECTION("an integer tensor is not a weight (safetensors reads I64 since issue 13)") {
+    write_edited([](auto& t, auto&) {
+      for (auto& [name, x] : t)
+        if (name == "transformer.h.0.ln_2.weight") x = Tensor::ones({16}, DType::i64);
+    });
+    expect_refused({"transformer.h.0.ln_2.weight", "int64", "not a floating-point weight"});
+  }
   // The untouched checkpoint still works with every loader (the cases above fail for their reason).
   for (const auto& args : loaders(fx, fx.ckpt)) {
     ProcessResult ok = run_heed(args);

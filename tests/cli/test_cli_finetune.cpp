@@ -149,3 +149,21 @@ TEST_CASE("heed train --init-from refuses architecture flags that contradict the
   require_clean_error(r, 2, {"--init-from", "is one of the files the run writes into --out"});
   CHECK(snapshot(dir / "a") == files);
 }
+
+TEST_CASE("heed train --init-from takes nanoGPT's words: scratch is no checkpoint, resume and gpt2 are refused by name",
+          "[cli]") {
+  ScratchDir dir("finetune-words");
+  ProcessResult r = run_heed({"train", "--out", dir / "r", "--init-from", "resume", "--max-iters", "1"});
+  require_clean_error(r, 2, {"--init-from resume", "--resume"});
+  r = run_heed({"train", "--out", dir / "g", "--init-from", "gpt2-xl", "--max-iters", "1"});
+  require_clean_error(r, 2, {"--init-from gpt2-xl", "does not download"});
+  CHECK(!std::filesystem::exists(dir / "r"));
+  CHECK(!std::filesystem::exists(dir / "g"));
+  // 'scratch' trains from a fresh initialisation, as nanoGPT's default does.
+  const std::string text = dir / "t.txt";
+  write_file(text, std::string(200, 'a') + "bc\n");
+  require_ok(run_heed({"train", "--out", dir / "s", "--init-from", "scratch", "--data", text, "--max-iters", "1",
+                       "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", "--batch-size", "2",
+                       "--eval-iters", "1", "--sample-tokens", "0", "--threads", "1"}));
+  CHECK(std::filesystem::exists(dir / "s/model.safetensors"));
+}

@@ -36,6 +36,17 @@ struct Fixture : CliFixture {
 const std::vector<std::string> kTinyModel = {"--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8",
                                              "--batch-size", "2", "--threads", "1"};
 
+// Whether process `pid` runs heed (not the test's forked copy before exec, which has Catch's
+// handlers) and has a handler for `sig` (the SigCgt mask of /proc/PID/status).
+bool catches_signal(pid_t pid, int sig) {
+  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  if (status.rfind("Name:\theed\n", 0) != 0) return false;
+  const size_t at = status.find("SigCgt:");
+  if (at == std::string::npos) return false;
+  const unsigned long long caught = std::stoull(status.substr(at + 7, 32), nullptr, 16);
+  return (caught >> (sig - 1)) & 1ULL;
+}
+
 // Runs `args` (after heed), waits until `ready(stdout so far)` holds (or `delay` passed when no
 // predicate is given), sends `sig`, and returns the result with `seconds` measured from the signal.
 ProcessResult signal_during(const Fixture& fx, const std::vector<std::string>& args, int sig,
@@ -46,7 +57,10 @@ ProcessResult signal_during(const Fixture& fx, const std::vector<std::string>& a
   write_file(out, "");
   const pid_t pid = spawn_process(all, out, err);
   const auto t0 = std::chrono::steady_clock::now();
-  while (!ready(read_file(out))) {
+  // First until heed catches `sig` (its handlers are installed at the top of main): on a loaded
+  // machine a process can take longer than the shortest delays below to get there, and a signal
+  // before that point tests the kernel's default action, not heed.
+  while (!catches_signal(pid, sig) || !ready(read_file(out))) {
     if (waitpid(pid, nullptr, WNOHANG) != 0) FAIL("heed ended before the signal: " << read_file(out) << read_file(err));
     REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
     std::this_thread::sleep_for(std::chrono::milliseconds(2));

@@ -46,6 +46,9 @@ TEST_CASE("dtypes: literals pick int64, float32 or bool as torch.tensor", "[inde
   REQUIRE(Tensor::arange(2, 11, 3).to_vector<int64_t>() == std::vector<int64_t>{2, 5, 8});
   REQUIRE(Tensor::arange(5, 0, -2).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 1});
   REQUIRE(Tensor::arange(3, 3).numel() == 0);
+  // One default for both overloads, as torch.arange(4) and torch.arange(0, 4): int64.
+  REQUIRE(Tensor::arange(4).dtype() == DType::i64);
+  REQUIRE(Tensor::arange(4).to_vector<int64_t>() == Tensor::arange(0, 4).to_vector<int64_t>());
 }
 
 TEST_CASE("dtypes: tensors print nested as PyTorch", "[index]") {
