@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "nn/init.h"
 #include "nn/safetensors.h"
 
 namespace heed::nn {
@@ -191,7 +192,12 @@ LoadedGPT gpt_from_safetensors(SafetensorsFile file, const std::string& path) {
   }
 
   // Only now, with every size backed by bytes in the file, is the model built.
-  auto model = std::make_shared<GPT>(config);
+  // Every parameter comes from the file (checked above), so none is drawn first.
+  std::shared_ptr<GPT> model;
+  {
+    init::SkipInit skip;
+    model = std::make_shared<GPT>(config);
+  }
   for (auto& [name, param] : model->named_parameters()) {
     if (name == "lm_head.weight") continue;
     param.copy_(found.at(name));

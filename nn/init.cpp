@@ -4,7 +4,16 @@
 
 namespace heed::nn::init {
 
+namespace {
+thread_local int t_skip_init = 0;
+}  // namespace
+
+SkipInit::SkipInit() { ++t_skip_init; }
+SkipInit::~SkipInit() { --t_skip_init; }
+bool SkipInit::active() { return t_skip_init > 0; }
+
 Tensor& normal_(Tensor& t, double std, Generator& gen, double mean) {
+  if (SkipInit::active()) return t;
   t.copy_(Tensor::randn(t.shape(), gen, std, mean, t.dtype()));
   return t;
 }
@@ -12,6 +21,7 @@ Tensor& normal_(Tensor& t, double std, Generator& gen, double mean) {
 Tensor& normal_(Tensor& t, double std, double mean) { return normal_(t, std, default_generator(), mean); }
 
 Tensor& uniform_(Tensor& t, double lo, double hi, Generator& gen) {
+  if (SkipInit::active()) return t;
   t.copy_(Tensor::rand(t.shape(), gen, lo, hi, t.dtype()));
   return t;
 }
@@ -34,6 +44,7 @@ void by_name(Module& model, uint64_t root, const ParameterRule& rule) {
     for (const auto& [name, registered] : m->own_parameters()) {
       if (!seen.insert(registered.impl_ptr().get()).second) continue;
       const std::string full = path.empty() ? name : path + "." + name;
+      if (SkipInit::active()) continue;
       Tensor t = registered;  // a handle on the same TensorImpl: the rule writes the parameter itself
       Generator gen(derive_seed(root, full));
       rule(*m, full, t, gen);

@@ -15,6 +15,21 @@
 
 namespace heed::nn::init {
 
+/// While a SkipInit lives in this thread, normal_, uniform_ and by_name's rules leave parameters
+/// as allocated (by_name still reseeds every module's dropout). For a model whose every parameter
+/// is about to be overwritten by a checkpoint (nn::load_gpt), as torch.nn.utils.skip_init: drawing
+/// a 10 M-parameter model's initial values took longer than reading its file. The generators a
+/// skipped initialiser would have drawn from are not advanced.
+class SkipInit {
+ public:
+  SkipInit();
+  ~SkipInit();
+  SkipInit(const SkipInit&) = delete;
+  SkipInit& operator=(const SkipInit&) = delete;
+  /// Whether a SkipInit lives in this thread.
+  static bool active();
+};
+
 /// Fills `t` with normal(mean, std) samples from `gen`; returns t.
 Tensor& normal_(Tensor& t, double std, Generator& gen, double mean = 0.0);
 /// Fills `t` with normal(mean, std) samples from the default generator; returns t.

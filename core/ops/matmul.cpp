@@ -159,6 +159,24 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     const T* pb = tb ? b + n0 * ldb : b + n0;
     T* pc = c + m0 * ldc + n0;
     const auto M = static_cast<blasint>(m1 - m0), N = static_cast<blasint>(n1 - n0);
+    if (M == 1) {
+      // One row of C (a KV-cached generation step, batch 1): a matrix-vector product. OpenBLAS
+      // 0.3.21's gemm packs all of op(B) even for one row (a 1 x 384 x 1152 product spent most of
+      // its time copying the weight), where gemv streams it once. c = op(B)^T a, with a the row
+      // of op(A) (strided when A is transposed).
+      const auto opv = tb ? CblasNoTrans : CblasTrans;
+      const auto rows = static_cast<blasint>(tb ? n1 - n0 : k), cols = static_cast<blasint>(tb ? k : n1 - n0);
+      const auto inc = static_cast<blasint>(ta ? lda : 1);
+      // gemv scales y by beta first; some OpenBLAS versions multiply (0 x NaN = NaN) where gemm
+      // ignores C when beta is 0: a fresh output may hold any bits.
+      if (beta == T(0)) std::fill(pc, pc + (n1 - n0), T(0));
+      if constexpr (std::is_same_v<T, float>) {
+        cblas_sgemv(CblasRowMajor, opv, rows, cols, 1.0f, pb, LDB, pa, inc, beta, pc, 1);
+      } else {
+        cblas_dgemv(CblasRowMajor, opv, rows, cols, 1.0, pb, LDB, pa, inc, beta, pc, 1);
+      }
+      return;
+    }
     if constexpr (std::is_same_v<T, float>) {
       cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, pa, LDA, pb, LDB, beta, pc, LDC);
     } else {

@@ -133,3 +133,38 @@ TEST_CASE("EncoderDecoder: embeddings normal(0, 1/sqrt(d_model)), the rest its l
   REQUIRE(m.generator->weight.to_vector<float>() == Tensor::rand({60, 32}, lin, -bound, bound).to_vector<float>());
   for (float v : m.encoder->layers->operator[](0)->norm1->weight.to_vector<float>()) REQUIRE(v == 1.0f);
 }
+
+TEST_CASE("SkipInit: initialisers leave parameters alone and draw nothing while it lives, then all is as before",
+          "[init]") {
+  Tensor t = Tensor::full({3, 4}, 7.0);
+  Generator gen(5);
+  {
+    nn::init::SkipInit skip;
+    REQUIRE(nn::init::SkipInit::active());
+    nn::init::normal_(t, 1.0, gen);
+    nn::init::uniform_(t, -1.0, 1.0, gen);
+  }
+  REQUIRE(!nn::init::SkipInit::active());
+  for (float v : t.to_vector<float>()) REQUIRE(v == 7.0f);
+  REQUIRE(gen.next_u64() == Generator(5).next_u64());  // the generator did not move
+  nn::init::normal_(t, 1.0, gen);
+  REQUIRE(t.to_vector<float>() != std::vector<float>(12, 7.0f));
+  // A model built under SkipInit and then given a seeded model's values equals it (what the
+  // checkpoint loader does), and one built after the scope is initialised again.
+  const nn::GPTConfig c{.vocab_size = 11, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 8};
+  nn::GPT seeded(c, 3);
+  std::unique_ptr<nn::GPT> loaded;
+  {
+    nn::init::SkipInit skip;
+    loaded = std::make_unique<nn::GPT>(c, 3);
+  }
+  const nn::NamedTensors source = seeded.named_parameters(), target = loaded->named_parameters();
+  REQUIRE(source.size() == target.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    REQUIRE(source[i].first == target[i].first);
+    Tensor p = target[i].second;
+    p.copy_(source[i].second);
+  }
+  REQUIRE(values_by_name(*loaded) == values_by_name(seeded));
+  REQUIRE(values_by_name(nn::GPT(c, 3)) == values_by_name(seeded));
+}
