@@ -185,8 +185,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   };
   // OpenBLAS runs single-threaded (see core/parallel.cpp); the pool splits the larger of C's two
   // sides into independent products of at least tuning().gemm_grain_macs multiply-adds
-  // (core/tuning.h: about 10 us at this core's FMA peak).
-  const int64_t grain = tuning().gemm_grain_macs;
+  // (core/tuning.h: about 10 us at this core's FMA peak). A one-row product (gemv above) reads
+  // each element of op(B) once: memory-bound, so its grain is the streaming pass's, in elements.
+  const int64_t grain = m == 1 ? tuning().elementwise_grain : tuning().gemm_grain_macs;
   const int64_t per_row = n * k, per_col = m * k;
   if (m >= n) {
     parallel_for(m, std::max<int64_t>(1, grain / per_row), [&](int64_t r0, int64_t r1) { call(r0, r1, 0, n); });
