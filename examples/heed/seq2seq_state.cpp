@@ -22,13 +22,6 @@ std::string exact(double v) {  // shortest text that reads back to the same doub
   return s.str();
 }
 
-int64_t read_count(const std::string& text, const char* key, const std::string& what) {
-  int64_t v = -1;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  HEED_CHECK(!text.empty() && r.ec == std::errc() && r.ptr == text.data() + text.size() && v >= 0 && v <= kMaxIters,
-             what, ": \"", key, "\" must be an integer in [0, ", kMaxIters, "], got \"", text, "\"");
-  return v;
-}
 
 double read_number(const std::string& text, const char* key, double max, const std::string& what) {
   double v = -1;
@@ -61,13 +54,11 @@ void save_seq2seq_state(const std::string& path, nn::EncoderDecoder& model, cons
 
 Seq2SeqStateRecord read_seq2seq_state(const nn::SafetensorsFile& file, const std::string& what) {
   auto meta = [&](const char* key) -> const std::string& {
-    auto it = file.metadata.find(key);
-    HEED_CHECK(it != file.metadata.end(), what, ": missing \"", key, "\" in the seq2seq training state");
-    return it->second;
+    return state_field(file, key, what, "seq2seq training state");
   };
   Seq2SeqStateRecord r;
-  r.iter = read_count(meta("seq2seq_iter"), "seq2seq_iter", what);
-  const int64_t optimizer_step = read_count(meta("optimizer_step"), "optimizer_step", what);
+  r.iter = read_state_count(meta("seq2seq_iter"), "seq2seq_iter", what);
+  const int64_t optimizer_step = read_state_count(meta("optimizer_step"), "optimizer_step", what);
   HEED_CHECK(optimizer_step == r.iter, what, ": \"optimizer_step\" ", optimizer_step, " differs from \"seq2seq_iter\" ",
              r.iter, " (heed steps the optimizer once per iteration)");
   r.data_rng = decode_generator(meta("data_rng"), what + ": \"data_rng\"");
@@ -82,7 +73,7 @@ Seq2SeqStateRecord read_seq2seq_state(const nn::SafetensorsFile& file, const std
   }
   HEED_CHECK(r.iter <= r.options.max_iters, what, ": \"seq2seq_iter\" ", r.iter, " is past the recorded max_iters ",
              r.options.max_iters);
-  r.interval_steps = read_count(meta("interval_steps"), "interval_steps", what);
+  r.interval_steps = read_state_count(meta("interval_steps"), "interval_steps", what);
   // A loss per step is at most ln(98) at the start; far more is a tampered file.
   r.interval_loss = read_number(meta("interval_loss"), "interval_loss", 1e6 * double(r.interval_steps), what);
   r.elapsed_s = read_number(meta("elapsed_s"), "elapsed_s", 3.2e9, what);

@@ -50,14 +50,6 @@ void collect_dropouts(nn::Module& m, const std::string& prefix, std::vector<std:
   for (auto& [name, child] : m.children()) collect_dropouts(*child, prefix.empty() ? name : prefix + "." + name, out);
 }
 
-int64_t counter(const std::string& text, const char* key, const std::string& what) {
-  int64_t v = -1;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  HEED_CHECK(!text.empty() && r.ec == std::errc() && r.ptr == text.data() + text.size(), what, ": \"", key,
-             "\" is not an integer: \"", text, "\"");
-  HEED_CHECK(v >= 0 && v <= kMaxIters, what, ": \"", key, "\" is ", v, ", outside [0, ", kMaxIters, "]");
-  return v;
-}
 
 // The fields of a log line, each a number where present.
 constexpr const char* kLogNumbers[] = {"train_loss", "val_loss", "lr", "elapsed_s"};
@@ -87,15 +79,27 @@ std::vector<std::pair<std::string, Generator*>> dropout_generators(nn::Module& m
   return out;
 }
 
+int64_t read_state_count(const std::string& text, const char* key, const std::string& what) {
+  int64_t v = -1;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  HEED_CHECK(!text.empty() && r.ec == std::errc() && r.ptr == text.data() + text.size(), what, ": \"", key,
+             "\" is not an integer: \"", text, "\"");
+  HEED_CHECK(v >= 0 && v <= kMaxIters, what, ": \"", key, "\" is ", v, ", outside [0, ", kMaxIters, "]");
+  return v;
+}
+
+const std::string& state_field(const nn::SafetensorsFile& file, const char* key, const std::string& what,
+                               const char* kind) {
+  auto it = file.metadata.find(key);
+  HEED_CHECK(it != file.metadata.end(), what, ": missing \"", key, "\" in the ", kind);
+  return it->second;
+}
+
 TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::string& what) {
-  auto meta = [&](const char* key) -> const std::string& {
-    auto it = file.metadata.find(key);
-    HEED_CHECK(it != file.metadata.end(), what, ": missing \"", key, "\" in the training state");
-    return it->second;
-  };
+  auto meta = [&](const char* key) -> const std::string& { return state_field(file, key, what, "training state"); };
   TrainStateRecord r;
-  r.iter = counter(meta("iter"), "iter", what);
-  const int64_t optimizer_step = counter(meta("optimizer_step"), "optimizer_step", what);
+  r.iter = read_state_count(meta("iter"), "iter", what);
+  const int64_t optimizer_step = read_state_count(meta("optimizer_step"), "optimizer_step", what);
   HEED_CHECK(optimizer_step == r.iter, what, ": \"optimizer_step\" ", optimizer_step, " differs from \"iter\" ",
              r.iter, " (heed steps the optimizer once per iteration)");
   const std::string& done = meta("eval_done");

@@ -53,6 +53,14 @@ void restore_train_state(const nn::SafetensorsFile& file, const TrainStateRecord
 void save_train_state(const std::string& path, nn::Module& model, const optim::Optimizer& optimizer,
                       const Generator& data_gen, const TrainStateRecord& record);
 
+/// A counter field of a state file's metadata (an iteration, a step count): a decimal integer in
+/// [0, kMaxIters], else a heed::Error naming `key` and `what`. One reader for train's and seq2seq's states.
+int64_t read_state_count(const std::string& text, const char* key, const std::string& what);
+/// The metadata field `key` of a state file, else a heed::Error naming it, `what` and `kind`
+/// ("training state", "seq2seq training state").
+const std::string& state_field(const nn::SafetensorsFile& file, const char* key, const std::string& what,
+                               const char* kind);
+
 /// A generator's state as metadata text, "[s0,s1,s2,s3]" (decimal strings), and back (a
 /// heed::Error naming `what` for anything else, or the all-zero state).
 std::string encode_generator(const Generator& g);
