@@ -3,9 +3,13 @@
 // bytes, to show that a refused command changed nothing.
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "nn/gpt.h"
 #include "nn/gpt_checkpoint.h"
@@ -36,6 +40,28 @@ inline std::map<std::string, std::string> snapshot(const std::string& dir) {
     if (e.is_regular_file() && e.path().filename() != ".heed.lock")
       files[e.path().filename().string()] = read_file(e.path().string());
   return files;
+}
+
+/// The lines of a log.jsonl, each required to be a JSON object.
+inline std::vector<nlohmann::json> read_log(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    INFO(path << ": " << line);
+    REQUIRE(j.is_object());
+    out.push_back(j);
+  }
+  return out;
+}
+
+/// The evaluations' lines of a log (the others are batch losses, every --log-interval).
+inline std::vector<nlohmann::json> read_evals(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  for (nlohmann::json& j : read_log(path))
+    if (j.contains("val_loss")) out.push_back(std::move(j));
+  return out;
 }
 
 }  // namespace heed::test

@@ -53,11 +53,8 @@ std::map<std::string, std::vector<double>> tensors_of(const std::string& path) {
 }
 
 std::string evals_of(const std::string& log) {  // the evaluations' lines without their wall-clock time
-  std::istringstream in(read_file(log));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    json j = json::parse(line);
-    if (!j.contains("val_loss")) continue;
+  std::string out;
+  for (json& j : read_evals(log)) {
     j.erase("elapsed_s");
     out += j.dump() + "\n";
   }

@@ -37,16 +37,6 @@ std::map<std::string, std::vector<double>> tensors_of(const std::string& path) {
   return out;
 }
 
-std::vector<json> evals(const std::string& log) {
-  std::vector<json> out;
-  std::istringstream in(read_file(log));
-  for (std::string line; std::getline(in, line);) {
-    json j = json::parse(line);
-    if (j.contains("val_loss")) out.push_back(j);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("heed train --keep-best keeps the lowest-val-loss checkpoint beside the latest, and --resume keeps the best so far",
@@ -57,7 +47,7 @@ TEST_CASE("heed train --keep-best keeps the lowest-val-loss checkpoint beside th
   require_ok(run_heed(cat({"train", "--out", dir / "full", "--max-iters", "20"}, flags(data))));
 
   // best.safetensors is the evaluation with the lowest val loss, not the last one
-  const std::vector<json> log = evals(dir / "full/log.jsonl");
+  const std::vector<json> log = read_evals(dir / "full/log.jsonl");
   REQUIRE(log.size() == 5);  // iterations 0, 5, ..., 20
   size_t best = 0;
   for (size_t i = 1; i < log.size(); ++i)

@@ -21,6 +21,7 @@
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
 #include "optim/schedule.h"
+#include "cli_fixtures.h"
 #include "support/process.h"
 
 using namespace heed;
@@ -100,27 +101,6 @@ ProcessResult train(const std::vector<std::string>& args) {
   ProcessResult r = run_heed(cat({"train"}, args));
   require_ok(r);
   return r;
-}
-
-std::vector<json> read_log(const std::string& path) {
-  std::vector<json> out;
-  std::istringstream in(read_file(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, false);
-    INFO(path << ": " << line);
-    REQUIRE(j.is_object());
-    out.push_back(j);
-  }
-  return out;
-}
-
-// The evaluations' lines of a log (the others are batch losses, every --log-interval).
-std::vector<json> read_evals(const std::string& path) {
-  std::vector<json> out;
-  for (json& j : read_log(path))
-    if (j.contains("val_loss")) out.push_back(std::move(j));
-  return out;
 }
 
 // The evaluations' numbers without elapsed_s (a wall-clock time).
