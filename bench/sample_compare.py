@@ -12,7 +12,12 @@ shared with other work, wall times mostly measure the scheduler, and the CPU-tim
 steadier figure (still favouring PyTorch, whose CPU time leaves out its start and load).
 
 Usage: /usr/bin/python3 bench/sample_compare.py [--configs small default] [--pairs 3]
-           [--heed build/heed] [--threads 2] [--checkpoint-dir DIR]
+           [--heed build/heed] [--threads 2] [--torch-threads N] [--checkpoint-dir DIR]
+
+--torch-threads (default: --threads) lets each program run at its own best setting: on a 2-vCPU
+host PyTorch 1.13 is fastest at 1 thread (its OpenBLAS still spins a second one) and collapses at
+2, while heed is fastest at 2. Between two timed runs the script sleeps a second, so that neither
+program's spinning threads (OpenBLAS's wait before they sleep) run into the other's time.
 Configs: small = 6 layers, 6 heads, 384 wide, block 256, 256 characters; default = heed train's
 default model (4 layers, 4 heads, 128 wide, block 64), 2000 characters. Both start from a
 one-character prompt (a newline) and sample at temperature 0.8 with top-k 200, as `heed sample`
@@ -83,18 +88,22 @@ def main():
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--heed", default=os.path.join(ROOT, "build", "heed"))
     ap.add_argument("--threads", type=int, default=2, help="threads of each program")
+    ap.add_argument("--torch-threads", type=int, default=None, help="PyTorch's threads (default: --threads)")
     ap.add_argument("--checkpoint-dir", default=None, help="where the checkpoints go (default: a temporary directory)")
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    torch_threads = a.torch_threads or a.threads
+    torch.set_num_threads(torch_threads)
     directory = a.checkpoint_dir or tempfile.mkdtemp(prefix="heed_sample_bench_")
-    print(f"torch {torch.__version__}, {a.threads} thread(s) each; checkpoints in {directory}")
+    print(f"torch {torch.__version__}; heed {a.threads} thread(s), PyTorch {torch_threads}; checkpoints in {directory}")
     for name in a.configs:
         checkpoint = make_checkpoint(name, directory)
         model, chars = load_heed(checkpoint)
         n = CONFIGS[name][4]
         ratios, heed_cps, torch_cps, cpu_ratios = [], [], [], []
         for pair in range(a.pairs):
+            time.sleep(1)
             h, h_cpu = time_heed(a.heed, checkpoint, n, a.threads, 1337 + pair)
+            time.sleep(1)
             t, t_cpu = time_torch(model, chars, n, 1337 + pair)
             heed_cps.append(h)
             torch_cps.append(t)

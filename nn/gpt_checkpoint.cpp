@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -103,8 +105,17 @@ GPTConfig parse_gpt_config(const std::string& json_text, const std::string& what
 int64_t first_non_finite(const Tensor& t) {
   const Tensor c = t.to(DType::f32).contiguous();
   const float* v = c.data<float>();
-  for (int64_t i = 0; i < c.numel(); ++i)
-    if (!std::isfinite(v[i])) return i;
+  const int64_t n = c.numel();
+  // Blocks of branch-free compares (they vectorise), then the element within the first bad block.
+  constexpr int64_t kBlock = 1024;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    bool bad = false;
+    for (int64_t i = b; i < e; ++i) bad |= !(std::fabs(v[i]) <= std::numeric_limits<float>::max());
+    if (bad)
+      for (int64_t i = b; i < e; ++i)
+        if (!std::isfinite(v[i])) return i;
+  }
   return -1;
 }
 

@@ -288,9 +288,15 @@ int64_t transposed_ld(int64_t Tk) { return alias_free_stride(Tk, detail::Batch<T
 template <class T>
 void head_weights_forward(T* att, const T* q, int64_t ldq, const T* k, int64_t ldk, const uint8_t* pad,
                           const RowBias<T>& bias, const HeadsCall& c, T* kt) {
-  const int64_t ldt = transposed_ld<T>(c.Tk);
-  detail::kernels::transpose(kt, ldt, k, ldk, c.Tk, c.hd);
-  detail::kernels::a_bt(att, c.Tk, q, ldq, kt, ldt, c.Tq, c.hd, [&](int64_t i) { return c.visible(i); });
+  if (c.Tq == 1) {
+    // One query (a KV-cached generation step): Tk dot products, each over a key row read in
+    // place. Transposing the keys first, for the tiled kernel, cost more than the products.
+    for (int64_t j = 0; j < c.visible(0); ++j) att[j] = detail::row_dot(q, k + j * ldk, c.hd);
+  } else {
+    const int64_t ldt = transposed_ld<T>(c.Tk);
+    detail::kernels::transpose(kt, ldt, k, ldk, c.Tk, c.hd);
+    detail::kernels::a_bt(att, c.Tk, q, ldq, kt, ldt, c.Tq, c.hd, [&](int64_t i) { return c.visible(i); });
+  }
   masked_softmax_forward<T>(att, att, pad, static_cast<T>(c.scale), c.Tq, c.Tq, c.Tk, c.causal, bias);
 }
 

@@ -180,6 +180,27 @@ T row_dot(const T* a, const T* b, int64_t n) {
   return row_dot(a, b, n, n);
 }
 
+/// sum of a[j] b[j] over [0, n) with four independent T-lane accumulators, for a long row streamed
+/// from memory (a weight row of a one-row matrix product, KV-cached generation): one accumulator
+/// would wait on its FMA latency at every batch, where memory could feed four. The four add up at
+/// the end, so the rounding is that of 4 T-lane sums, not row_dot's one.
+template <class T>
+T row_dot_streamed(const T* a, const T* b, int64_t n) {
+  constexpr int64_t W = Batch<T>::size;
+  Batch<T> acc0(T(0)), acc1(T(0)), acc2(T(0)), acc3(T(0));
+  int64_t j = 0;
+  for (; j + 4 * W <= n; j += 4 * W) {
+    acc0 = xsimd::fma(Batch<T>::load_unaligned(a + j), Batch<T>::load_unaligned(b + j), acc0);
+    acc1 = xsimd::fma(Batch<T>::load_unaligned(a + j + W), Batch<T>::load_unaligned(b + j + W), acc1);
+    acc2 = xsimd::fma(Batch<T>::load_unaligned(a + j + 2 * W), Batch<T>::load_unaligned(b + j + 2 * W), acc2);
+    acc3 = xsimd::fma(Batch<T>::load_unaligned(a + j + 3 * W), Batch<T>::load_unaligned(b + j + 3 * W), acc3);
+  }
+  for (; j + W <= n; j += W) acc0 = xsimd::fma(Batch<T>::load_unaligned(a + j), Batch<T>::load_unaligned(b + j), acc0);
+  T sum = xsimd::hadd((acc0 + acc1) + (acc2 + acc3));
+  for (; j < n; ++j) sum += a[j] * b[j];
+  return sum;
+}
+
 /// sum of (x[j] - m)^2 over [0, n): the two-pass variance, which does not cancel
 /// catastrophically as E[x^2] - m^2 does.
 template <class T>

@@ -178,6 +178,31 @@ TEST_CASE("float32 matmul of transposed views equals the product of contiguous c
   REQUIRE(copied_during([&] { y = matmul(odd, Tensor::randn({3, 5}, gen)); }));
 }
 
+TEST_CASE("float32 one-row products (a KV-cached step) equal the float64 product, whatever the thread count",
+          "[matmul]") {
+  Generator gen(7);
+  // k = 300: whole 64-element blocks, then whole 16-lane batches, then a scalar tail; n = 2000 rows
+  // of W: several chunks of the streaming grain, so the pool splits them.
+  const Tensor w = Tensor::randn({2000, 300}, gen), bias = Tensor::randn({2000}, gen);
+  const Tensor wide = Tensor::randn({2000, 310}, gen);
+  const Tensor w_rows = slice(wide, 1, 5, 305);  // rows 310 apart: a leading dimension > k
+  const Tensor x = Tensor::randn({1, 300}, gen);
+  // (1, 300) with strides (1, 3): a column of a row-major matrix, which BLAS reads transposed.
+  const Tensor x_column = slice(transpose(Tensor::randn({300, 3}, gen), 0, 1), 0, 1, 2);
+  for (const Tensor& weight : {w, w_rows})
+    for (const Tensor& row : {x, x_column}) {
+      INFO("weight strides " << to_string(weight.strides()) << ", row strides " << to_string(row.strides()));
+      const Tensor ref = linear(row.to(DType::f64), weight.to(DType::f64), bias.to(DType::f64));
+      const Tensor y2 = linear(row, weight, bias);
+      const int before = num_threads();
+      set_num_threads(1);
+      const Tensor y1 = linear(row, weight, bias);
+      set_num_threads(before);
+      REQUIRE(y1.to_vector<float>() == y2.to_vector<float>());  // the split does not change the bits
+      require_values(y2, {1, 2000}, ref.to_vector<double>(), 1e-4);
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // gradients
 
