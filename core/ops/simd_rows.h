@@ -12,6 +12,8 @@
 //     For n <= kSumBlock this is exactly a plain T-lane sum.
 //   - row_dot, row_sq_dev: T lanes over the whole row. They serve rows of one softmax or one layer
 //     norm (a few thousand elements at most), where a T accumulator is what PyTorch uses too.
+//   - row_dot_streamed: four T-lane accumulators over the whole row, added at the end (a weight
+//     row of a one-row matrix product; see there).
 // The scalar tail after the last whole batch uses the same formula, so a result differs from an
 // all-scalar loop only in rounding.
 //
