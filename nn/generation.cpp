@@ -5,9 +5,11 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/check.h"
 #include "core/ops.h"
+#include "core/ops/gemm_bf16.h"
 #include "core/random.h"
 #include "nn/gpt.h"
 #include "nn/kv_cache.h"
@@ -50,6 +52,18 @@ bool reached_stop(const std::vector<int32_t>& out, const GenerateOptions& o) {
 }
 
 namespace {
+
+// Under bf16 autocast, a batch-1 step's products are one-row products over constant weights: their
+// bf16 copies are rounded and packed once for the whole generation (core/ops/gemm_bf16.h), not at
+// every step. Without autocast it holds nothing.
+struct Bf16Weights {
+  Bf16WeightCache cache;
+  explicit Bf16Weights(const Module& m) {
+    if (!autocast_bf16()) return;
+    for (const Tensor& p : m.parameters())
+      if (p.dtype() == DType::f32 && p.is_contiguous()) cache.add(p.data<float>(), p.numel());
+  }
+};
 
 // Puts a module tree in eval mode for the life of the scope, then back as it was.
 struct EvalScope {
@@ -104,6 +118,7 @@ std::vector<int32_t> GPT::generate(const std::vector<int32_t>& prompt, const Gen
                config_.vocab_size);
   NoGradGuard no_grad;
   EvalScope eval(*this);
+  const Bf16Weights bf16_weights(*this);
   Generator& gen = o.generator ? *o.generator : default_generator();
   const int64_t block = config_.block_size;
   std::vector<int32_t> ids = prompt, out;
@@ -163,6 +178,7 @@ std::vector<std::vector<int32_t>> EncoderDecoder::generate(const std::vector<int
              start_token, " outside the target vocabulary of ", options_.tgt_vocab);
   NoGradGuard no_grad;
   EvalScope eval(*this);
+  const Bf16Weights bf16_weights(*this);
   Generator& gen = o.generator ? *o.generator : default_generator();
   const Tensor memory = encode(src, B, Ts, src_mask);
   const int64_t n_layer = static_cast<int64_t>(decoder->layers->size());

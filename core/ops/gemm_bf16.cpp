@@ -21,8 +21,12 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
 #include <numeric>
+#include <tuple>
+#include <vector>
 
 #include "core/check.h"
 #include "core/cpu.h"
@@ -293,6 +297,43 @@ HEED_TARGET_AVX512BF16 void tile_avx512_bf16(int64_t q0, int64_t q1, const uint3
     for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
 }
 
+// Two strips (four accumulator chains) at a time: one strip's two chains would wait on
+// VDPBF16PS's latency at every pair, where the strips stream from cache or memory faster.
+HEED_TARGET_AVX512BF16 void row_avx512_bf16(int64_t pairs, const uint32_t* x, const uint32_t* b, int64_t strips,
+                                            int64_t last_cols, float* c, bool load_c) {
+  auto mask = [&](int64_t s, int v) -> __mmask16 {
+    const int64_t cols = (s + 1 == strips ? last_cols : kNR) - 16 * v;
+    return cols >= 16 ? __mmask16(0xffff) : cols <= 0 ? __mmask16(0) : __mmask16((1u << cols) - 1);
+  };
+  int64_t s = 0;
+  for (; s + 2 <= strips; s += 2) {
+    __m512 acc[4];
+    for (int i = 0; i < 4; ++i)
+      acc[i] = load_c ? _mm512_maskz_loadu_ps(mask(s + i / 2, i % 2), c + s * kNR + 16 * i) : _mm512_setzero_ps();
+    const uint32_t* b0 = b + s * pairs * kNR;
+    const uint32_t* b1 = b0 + pairs * kNR;
+    for (int64_t p = 0; p < pairs; ++p) {
+      const __m512bh xp = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[p]));
+      acc[0] = _mm512_dpbf16_ps(acc[0], (__m512bh)_mm512_load_si512(b0 + p * kNR), xp);
+      acc[1] = _mm512_dpbf16_ps(acc[1], (__m512bh)_mm512_load_si512(b0 + p * kNR + 16), xp);
+      acc[2] = _mm512_dpbf16_ps(acc[2], (__m512bh)_mm512_load_si512(b1 + p * kNR), xp);
+      acc[3] = _mm512_dpbf16_ps(acc[3], (__m512bh)_mm512_load_si512(b1 + p * kNR + 16), xp);
+    }
+    for (int i = 0; i < 4; ++i) _mm512_mask_storeu_ps(c + s * kNR + 16 * i, mask(s + i / 2, i % 2), acc[i]);
+  }
+  if (s < strips) {
+    __m512 acc[2];
+    for (int i = 0; i < 2; ++i) acc[i] = load_c ? _mm512_maskz_loadu_ps(mask(s, i), c + s * kNR + 16 * i) : _mm512_setzero_ps();
+    const uint32_t* b0 = b + s * pairs * kNR;
+    for (int64_t p = 0; p < pairs; ++p) {
+      const __m512bh xp = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[p]));
+      acc[0] = _mm512_dpbf16_ps(acc[0], (__m512bh)_mm512_load_si512(b0 + p * kNR), xp);
+      acc[1] = _mm512_dpbf16_ps(acc[1], (__m512bh)_mm512_load_si512(b0 + p * kNR + 16), xp);
+    }
+    for (int i = 0; i < 2; ++i) _mm512_mask_storeu_ps(c + s * kNR + 16 * i, mask(s, i), acc[i]);
+  }
+}
+
 // VDPBF16PS treats denormal inputs (bf16 or the accumulator) as zero and flushes denormal results
 // to zero, whatever MXCSR says; the emulated kernel gets the same from MXCSR's DAZ and FTZ bits,
 // set while it runs on this thread.
@@ -312,22 +353,49 @@ struct FlushDenormals {
 };
 #endif
 
+// ---- one-row products: C (1 x n) = x (1 x k) op(B) ----
+// op(B) packed whole (all of k, strips of kNR columns by pair: pack_b's layout with kb = k) and x
+// as `pairs` pair words; each output sums its pairs in increasing p, odd first, as a lane of the
+// tile kernel does, so a one-row product has the bits of row 0 of the same product with more rows.
+// A row kernel computes `strips` strips of C (the last one `last_cols` wide) from consecutive
+// packed strips.
+using RowKernel = void (*)(int64_t pairs, const uint32_t* x, const uint32_t* b, int64_t strips, int64_t last_cols,
+                           float* c, bool load_c);
+
+void row_emulated(int64_t pairs, const uint32_t* x, const uint32_t* b, int64_t strips, int64_t last_cols, float* c,
+                  bool load_c) {
+  for (int64_t s = 0; s < strips; ++s) {
+    const int64_t cols = s + 1 == strips ? last_cols : kNR;
+    const uint32_t* strip = b + s * pairs * kNR;
+    for (int64_t j = 0; j < cols; ++j) {
+      float acc = load_c ? c[s * kNR + j] : 0.0f;
+      for (int64_t p = 0; p < pairs; ++p) {
+        const uint32_t w = x[p], v = strip[p * kNR + j];
+        acc += std::bit_cast<float>(w & 0xffff0000u) * std::bit_cast<float>(v & 0xffff0000u);
+        acc += std::bit_cast<float>(w << 16) * std::bit_cast<float>(v << 16);
+      }
+      c[s * kNR + j] = acc;
+    }
+  }
+}
+
 // One path's packing and kernels. op(A) is packed by row when its source is contiguous along k,
 // else by pair; op(B) always by pair.
 struct KernelSet {
   PackFn pack_a_k_contiguous, pack_a_k_strided, pack_b_k_contiguous, pack_b_k_strided;
   TileKernel tile_a_by_row, tile_a_by_pair;
+  RowKernel row;
   bool emulated;
 };
 
 constexpr KernelSet kEmulated{pack_portable<kMR, true>,  pack_portable<kMR, false>, pack_portable<kNR, false>,
                               pack_portable<kNR, false>, tile_emulated<true>,       tile_emulated<false>,
-                              true};
+                              row_emulated,              true};
 #ifdef HEED_X86
 constexpr KernelSet kAvx512Bf16{pack_k_contiguous_by_row<kMR>,  pack_k_strided_by_pair<kMR>,
                                 pack_k_contiguous_by_pair<kNR>, pack_k_strided_by_pair<kNR>,
                                 tile_avx512_bf16<true>,         tile_avx512_bf16<false>,
-                                false};
+                                row_avx512_bf16,                false};
 #endif
 
 // One tile of `rows` x `cols` (at most kMR x kNR) at c: the kernel in place when the tile is
@@ -481,6 +549,40 @@ void run(const Problem& pr, const KernelSet& ks) {
   }
 }
 
+// A one-row product: x rounded once, op(B) from the thread's Bf16WeightCache or packed here, a
+// thread's strips at a time, split into chunks of about the streaming grain (memory-bound: each
+// element of B is used once).
+void gemv_bf16(const Problem& pr, const KernelSet& ks) {
+  const int64_t pairs = padded_pairs(pr.k), strips = ceil_div(pr.n, kNR), strip_words = pairs * kNR;
+  std::vector<uint32_t> x(static_cast<size_t>(pairs), 0u);
+  auto x_at = [&](int64_t kk) { return pr.a.k_contiguous ? pr.a.data[kk] : pr.a.data[kk * pr.a.ld]; };
+  for (int64_t kk = 0; kk < pr.k; ++kk)
+    x[kk / 2] |= static_cast<uint32_t>(to_bf16(x_at(kk))) << (kk % 2 ? 16 : 0);
+  const PackFn pack_b = pr.b.k_contiguous ? ks.pack_b_k_contiguous : ks.pack_b_k_strided;
+  const uint32_t* cached = nullptr;
+  if (Bf16WeightCache* cache = Bf16WeightCache::active())
+    cached = cache->packed(pr.b.data, pr.b.ld, pr.b.k_contiguous, pr.n, pr.k, strips * strip_words,
+                           [&](uint32_t* dst) { pack_b(pr.b, 0, pr.n, 0, pr.k, dst); });
+  const int64_t grain = std::max<int64_t>(1, tuning().elementwise_grain / strip_words);
+  parallel_for(strips, grain, [&](int64_t s0, int64_t s1) {
+    const int64_t cols = std::min(pr.n, s1 * kNR) - s0 * kNR;
+    const uint32_t* b = cached ? cached + s0 * strip_words : nullptr;
+    if (!b) {
+      thread_local PackBuffer buffer;
+      uint32_t* dst = buffer.get((s1 - s0) * strip_words);
+      pack_b(pr.b, s0 * kNR, cols, 0, pr.k, dst);
+      b = dst;
+    }
+    const int64_t last_cols = cols - (s1 - s0 - 1) * kNR;
+    if (ks.emulated) {
+      FlushDenormals flush;
+      ks.row(pairs, x.data(), b, s1 - s0, last_cols, pr.c + s0 * kNR, pr.beta_one);
+    } else {
+      ks.row(pairs, x.data(), b, s1 - s0, last_cols, pr.c + s0 * kNR, pr.beta_one);
+    }
+  });
+}
+
 void check_operand(const char* what, bool trans, int64_t rows, int64_t cols, int64_t ld) {
   const int64_t need = std::max<int64_t>(1, trans ? rows : cols);
   HEED_CHECK(ld >= need, "gemm_bf16: leading dimension of ", what, " is ", ld, ", less than ", need, " (",
@@ -547,6 +649,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   if (k == 0) return scale_only(m, n, beta == 1.0f, c, ldc);
   const Problem whole{m, n, k, {a, lda, !trans_a}, {b, ldb, trans_b}, beta == 1.0f, c, ldc, options.skip,
                       options.diagonal};
+  if (m == 1 && options.skip == Bf16Skip::none) return gemv_bf16(whole, ks);
   // Split the longer side of C into runs of whole tiles (so every tile, and so every bit of the
   // result, is the same on any thread count), each at least kMinProductChunkSeconds of work.
   const double min_macs = macs_per_second(ks) * kMinProductChunkSeconds;
@@ -602,6 +705,53 @@ void gemm_bf16_batched(int64_t outer, int64_t inner, int64_t m, int64_t n, int64
       run(pr, ks);
     }
   });
+}
+
+// ------------------------------------------------------------------------------------------
+// Bf16WeightCache
+
+struct Bf16WeightCache::Impl {
+  std::vector<std::pair<const float*, const float*>> ranges;  // [begin, end) of registered floats
+  struct Key {
+    const float* b;
+    int64_t ldb;
+    bool k_contiguous;
+    int64_t n, k;
+    bool operator<(const Key& o) const {
+      return std::tie(b, ldb, k_contiguous, n, k) < std::tie(o.b, o.ldb, o.k_contiguous, o.n, o.k);
+    }
+  };
+  std::map<Key, PackBuffer> packed;
+};
+
+namespace {
+thread_local Bf16WeightCache* g_active_weight_cache = nullptr;
+}
+
+Bf16WeightCache::Bf16WeightCache() : impl_(std::make_unique<Impl>()), previous_(g_active_weight_cache) {
+  g_active_weight_cache = this;
+}
+
+Bf16WeightCache::~Bf16WeightCache() { g_active_weight_cache = previous_; }
+
+void Bf16WeightCache::add(const float* data, int64_t numel) {
+  HEED_CHECK(numel >= 0, "Bf16WeightCache: negative size ", numel);
+  if (numel > 0) impl_->ranges.emplace_back(data, data + numel);
+}
+
+Bf16WeightCache* Bf16WeightCache::active() { return g_active_weight_cache; }
+
+const uint32_t* Bf16WeightCache::packed(const float* b, int64_t ldb, bool k_contiguous, int64_t n, int64_t k,
+                                        int64_t words, const std::function<void(uint32_t* dst)>& pack) {
+  // Every element op(B) reads: from b to its last element, which must lie in one registered range.
+  const int64_t last = k_contiguous ? (n - 1) * ldb + (k - 1) : (k - 1) * ldb + (n - 1);
+  const bool inside = std::any_of(impl_->ranges.begin(), impl_->ranges.end(),
+                                  [&](const auto& r) { return b >= r.first && b + last < r.second; });
+  if (!inside) return nullptr;
+  auto [it, fresh] = impl_->packed.try_emplace(Impl::Key{b, ldb, k_contiguous, n, k});
+  uint32_t* dst = it->second.get(words);
+  if (fresh) pack(dst);
+  return dst;
 }
 
 }  // namespace heed

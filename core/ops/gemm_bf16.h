@@ -28,6 +28,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 namespace heed {
 
@@ -83,6 +85,34 @@ struct Bf16Output {
 /// x k, spread over heed's threads a product at a time. The outputs must not overlap.
 void gemm_bf16_batched(int64_t outer, int64_t inner, int64_t m, int64_t n, int64_t k, const Bf16Operand& a,
                        const Bf16Operand& b, float beta, const Bf16Output& c, const GemmBf16Options& options = {});
+
+/// bf16 copies of constant weights for one-row products. A product with m == 1 (a Linear at a
+/// KV-cached generation step, batch 1) has nothing to reuse: rounding and packing op(B) costs as
+/// much as the product. While a Bf16WeightCache lives on a thread, gemm_bf16 calls made there with
+/// m == 1 whose op(B) lies inside a range given to add() read op(B) rounded and packed once, at
+/// the first such call: half the bytes of fp32 to stream, and no packing. The results are the same
+/// bits as without it. The floats of a range must not change while it lives (GPT::generate's
+/// weights do not). Scopes nest; the innermost one is used.
+class Bf16WeightCache {
+ public:
+  Bf16WeightCache();
+  ~Bf16WeightCache();
+  Bf16WeightCache(const Bf16WeightCache&) = delete;
+  Bf16WeightCache& operator=(const Bf16WeightCache&) = delete;
+  /// Registers numel constant floats from data.
+  void add(const float* data, int64_t numel);
+  /// The innermost live cache of this thread, or nullptr.
+  static Bf16WeightCache* active();
+  /// Internal (gemm_bf16): the packed op(B) of an n x k product whose B starts at b, or nullptr
+  /// when b is not inside a registered range. pack(dst) fills `words` words at dst, the first time.
+  const uint32_t* packed(const float* b, int64_t ldb, bool k_contiguous, int64_t n, int64_t k, int64_t words,
+                         const std::function<void(uint32_t* dst)>& pack);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  Bf16WeightCache* previous_;
+};
 
 /// What Bf16Kernel::automatic runs on this CPU.
 Bf16Kernel bf16_kernel();

@@ -261,6 +261,75 @@ TEST_CASE("gemm_bf16 gives the same bits on any thread count, split by rows or b
   }
 }
 
+TEST_CASE("a one-row gemm_bf16 has the bits of row 0 of the same product with more rows, cached weights or not",
+          "[bf16]") {
+  // m == 1 runs its own kernel over op(B) packed whole (a KV-cached generation step); m == 2 runs
+  // the blocked tile kernel. Each output must sum the same pairs in the same order.
+  ThreadsGuard guard;
+  const int64_t deep = gemm_bf16_blocking(1, 40, int64_t(1) << 40, false).kc + 5;  // several k slices
+  int seed = 500;
+  for (Bf16Kernel kernel : kernels())
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 1}, {37, 5}, {65, 33}, {200, 67}, {40, deep}})
+          for (float beta : {0.0f, 1.0f}) {
+            INFO("kernel=" << static_cast<int>(kernel) << " trans_a=" << ta << " trans_b=" << tb << " n=" << n
+                           << " k=" << k << " beta=" << beta);
+            const Case two(ta, tb, 2, n, k, static_cast<uint64_t>(seed++), 3);
+            const std::vector<float> rows2 = two.run(beta, with_kernel(kernel));
+            Case one = two;  // row 0 of A (column 0 when stored transposed) and of C
+            one.m = 1;
+            const std::vector<float> row0(rows2.begin(), rows2.begin() + n);
+            std::vector<float> got = one.run(beta, with_kernel(kernel));
+            REQUIRE(same_bits(std::vector<float>(got.begin(), got.begin() + n), row0));
+            {
+              Bf16WeightCache cache;
+              cache.add(one.b.data(), static_cast<int64_t>(one.b.size()));
+              for (int pass = 0; pass < 2; ++pass) {  // packs, then reuses
+                got = one.run(beta, with_kernel(kernel));
+                REQUIRE(same_bits(std::vector<float>(got.begin(), got.begin() + n), row0));
+              }
+            }
+          }
+  // The split over threads (strips of columns) leaves the bits alone.
+  for (Bf16Kernel kernel : kernels()) {
+    const Case t(false, true, 1, 333, 200, 12);
+    set_num_threads(1);
+    const std::vector<float> serial = t.run(1.0f, with_kernel(kernel));
+    for (int threads : {2, 3}) {
+      set_num_threads(threads);
+      REQUIRE(same_bits(t.run(1.0f, with_kernel(kernel)), serial));
+    }
+  }
+}
+
+TEST_CASE("Bf16WeightCache packs a registered weight once and ignores what it was not given", "[bf16]") {
+  Case t(false, true, 1, 70, 50, 21);
+  const std::vector<float> before = t.run(0.0f);
+  Case other(false, true, 1, 70, 50, 22);
+  {
+    Bf16WeightCache cache;
+    cache.add(t.b.data(), static_cast<int64_t>(t.b.size()));
+    REQUIRE(same_bits(t.run(0.0f), before));  // packed here
+    // The cache's contract is that registered floats do not change while it lives; changing them
+    // shows that the packed copy, not B, is read from now on.
+    for (float& x : t.b) x = -x;
+    REQUIRE(same_bits(t.run(0.0f), before));
+    // An unregistered B (another product) is rounded at the call, as always.
+    const std::vector<float> other_now = other.run(0.0f);
+    other.b[0] += 1.0f;
+    REQUIRE_FALSE(same_bits(other.run(0.0f), other_now));
+    // A B that only starts inside a registered range is not taken from it.
+    Bf16WeightCache inner;
+    inner.add(t.b.data(), 10);
+    REQUIRE(Bf16WeightCache::active() == &inner);
+    REQUIRE_FALSE(same_bits(t.run(0.0f), before));  // the innermost cache: B read as it is now
+  }
+  REQUIRE(Bf16WeightCache::active() == nullptr);
+  const std::vector<float> after = t.run(0.0f);  // without a cache: the negated B
+  for (size_t j = 0; j < 70; ++j) REQUIRE(after[j] == -before[j]);
+}
+
 TEST_CASE("gemm_bf16 with k = 0 leaves beta C", "[bf16]") {
   Case t(false, false, 5, 6, 0, 3);
   const std::vector<float> zero = t.run(0.0f), kept = t.run(1.0f);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "nn/nn.h"
 
 using namespace heed;
@@ -133,6 +134,28 @@ TEST_CASE("GPT::generate: the cache gives a full recompute's tokens, inside and 
     // Sampling depends on the generator's seed (the test would prove nothing if it did not).
     CHECK(generate(model, {3, 1}, 20, 1.0, true, 1) != generate(model, {3, 1}, 20, 1.0, true, 2));
   }
+}
+
+TEST_CASE("GPT::generate under bf16 autocast: the cache (weights packed once) gives a full recompute's tokens",
+          "[generation][bf16]") {
+  // A cached step's products are one-row products over a Bf16WeightCache; a full recompute's are
+  // blocked products rounding the weights at every call. Both kernels, when the CPU has both.
+  nn::GPT model(small_gpt(6), 11);
+  sharpen(model);
+  std::vector<Bf16Kernel> kernels{Bf16Kernel::emulated};
+  if (bf16_kernel() == Bf16Kernel::avx512_bf16) kernels.push_back(Bf16Kernel::avx512_bf16);
+  std::vector<std::vector<int32_t>> by_kernel;
+  for (Bf16Kernel kernel : kernels) {
+    AutocastBF16 bf16(true, kernel);
+    for (double temperature : {0.0, 1.0}) {
+      CAPTURE(static_cast<int>(kernel), temperature);
+      const auto cached = generate(model, {3, 1}, 20, temperature, true);
+      CHECK(distinct(cached) >= (temperature == 0.0 ? 2u : 4u));
+      CHECK(cached == generate(model, {3, 1}, 20, temperature, false));
+      if (temperature == 1.0) by_kernel.push_back(cached);
+    }
+  }
+  if (by_kernel.size() == 2) CHECK(by_kernel[0] == by_kernel[1]);
 }
 
 TEST_CASE("GPT::generate: restores the training mode and records no graph", "[generation]") {
