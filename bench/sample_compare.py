@@ -13,11 +13,14 @@ steadier figure (still favouring PyTorch, whose CPU time leaves out its start an
 
 Usage: /usr/bin/python3 bench/sample_compare.py [--configs small default] [--pairs 3]
            [--heed build/heed] [--threads 2] [--torch-threads N] [--checkpoint-dir DIR]
+           [--heed-precision fp32|bf16] [--torch-precision fp32|bf16]
 
 --torch-threads (default: --threads) lets each program run at its own best setting: on a 2-vCPU
 host PyTorch 1.13 is fastest at 1 thread (its OpenBLAS still spins a second one) and collapses at
-2, while heed is fastest at 2. Between two timed runs the script sleeps a second, so that neither
-program's spinning threads (OpenBLAS's wait before they sleep) run into the other's time.
+2, while heed is fastest at 2. --heed-precision bf16 runs `heed sample --precision bf16`;
+--torch-precision bf16 runs generate under torch.autocast("cpu", dtype=torch.bfloat16). Between
+two timed runs the script sleeps a second, so that neither program's spinning threads (OpenBLAS's
+wait before they sleep) run into the other's time.
 Configs: small = 6 layers, 6 heads, 384 wide, block 256, 256 characters; default = heed train's
 default model (4 layers, 4 heads, 128 wide, block 64), 2000 characters. Both start from a
 one-character prompt (a newline) and sample at temperature 0.8 with top-k 200, as `heed sample`
@@ -57,9 +60,9 @@ def make_checkpoint(name, directory):
     return path
 
 
-def time_heed(heed, checkpoint, n, threads, seed):
+def time_heed(heed, checkpoint, n, threads, seed, precision):
     cmd = [heed, "sample", "--checkpoint", checkpoint, "--tokens", str(n), "--threads", str(threads),
-           "--seed", str(seed)]
+           "--seed", str(seed), "--precision", precision]
     def cpu():
         r = resource.getrusage(resource.RUSAGE_CHILDREN)
         return r.ru_utime + r.ru_stime
@@ -72,11 +75,12 @@ def time_heed(heed, checkpoint, n, threads, seed):
     return n / dt, n / dc
 
 
-def time_torch(model, chars, n, seed):
+def time_torch(model, chars, n, seed, precision):
     torch.manual_seed(seed)
     idx = torch.tensor([[chars.index("\n")]], dtype=torch.long)
     c0, t0 = time.process_time(), time.perf_counter()
-    out = model.generate(idx, n, temperature=0.8, top_k=200)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        out = model.generate(idx, n, temperature=0.8, top_k=200)
     dt, dc = time.perf_counter() - t0, time.process_time() - c0
     assert out.size(1) == n + 1
     return n / dt, n / dc
@@ -89,12 +93,15 @@ def main():
     ap.add_argument("--heed", default=os.path.join(ROOT, "build", "heed"))
     ap.add_argument("--threads", type=int, default=2, help="threads of each program")
     ap.add_argument("--torch-threads", type=int, default=None, help="PyTorch's threads (default: --threads)")
+    ap.add_argument("--heed-precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--torch-precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--checkpoint-dir", default=None, help="where the checkpoints go (default: a temporary directory)")
     a = ap.parse_args()
     torch_threads = a.torch_threads or a.threads
     torch.set_num_threads(torch_threads)
     directory = a.checkpoint_dir or tempfile.mkdtemp(prefix="heed_sample_bench_")
-    print(f"torch {torch.__version__}; heed {a.threads} thread(s), PyTorch {torch_threads}; checkpoints in {directory}")
+    print(f"torch {torch.__version__}; heed {a.threads} thread(s) {a.heed_precision}, PyTorch {torch_threads} "
+          f"thread(s) {a.torch_precision}; checkpoints in {directory}")
     for name in a.configs:
         checkpoint = make_checkpoint(name, directory)
         model, chars = load_heed(checkpoint)
@@ -102,9 +109,9 @@ def main():
         ratios, heed_cps, torch_cps, cpu_ratios = [], [], [], []
         for pair in range(a.pairs):
             time.sleep(1)
-            h, h_cpu = time_heed(a.heed, checkpoint, n, a.threads, 1337 + pair)
+            h, h_cpu = time_heed(a.heed, checkpoint, n, a.threads, 1337 + pair, a.heed_precision)
             time.sleep(1)
-            t, t_cpu = time_torch(model, chars, n, 1337 + pair)
+            t, t_cpu = time_torch(model, chars, n, 1337 + pair, a.torch_precision)
             heed_cps.append(h)
             torch_cps.append(t)
             ratios.append(h / t)

@@ -8,9 +8,8 @@
 #include <ostream>
 #include <unordered_map>
 
-#include <sys/mman.h>
-
 #include "core/autograd.h"
+#include "core/memory.h"
 #include "core/random.h"
 
 namespace heed {
@@ -29,7 +28,6 @@ struct BlockCache {
   std::unordered_map<size_t, std::vector<void*>> free_lists;
   size_t cached_bytes = 0;
   static constexpr size_t kMaxCachedBytes = size_t(2) << 30;
-  static constexpr size_t kHugePage = size_t(2) << 20;
 
   void* get(size_t bytes) {
     {
@@ -42,19 +40,8 @@ struct BlockCache {
         return p;
       }
     }
-    if (bytes < kHugePage) {
-      void* p = std::aligned_alloc(64, bytes);
-      if (!p) throw std::bad_alloc();
-      return p;
-    }
-    // A large block (weights, activations, a loaded checkpoint) in 2 MiB pages where the kernel
-    // has transparent huge pages in "madvise" mode (Debian's default): one fault and one TLB
-    // entry per 2 MiB instead of 512. Loading the small config's 42 MB checkpoint faulted ~30 K
-    // 4 KiB pages, a third of `heed sample`'s start. Rounding up wastes less than 2 MiB a block.
-    const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* p = std::aligned_alloc(kHugePage, rounded);
+    void* p = detail::allocate_aligned(bytes);  // large blocks in huge pages (core/memory.h)
     if (!p) throw std::bad_alloc();
-    madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
     return p;
   }
   void put(void* p, size_t bytes) {

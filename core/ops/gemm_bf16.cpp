@@ -30,6 +30,7 @@
 
 #include "core/check.h"
 #include "core/cpu.h"
+#include "core/memory.h"
 #include "core/ops/bf16.h"
 #include "core/parallel.h"
 #include "core/tuning.h"
@@ -417,7 +418,7 @@ class PackBuffer {
   uint32_t* get(int64_t words) {
     if (words > capacity_) {
       const size_t bytes = static_cast<size_t>(round_up(words * 4, 64));
-      data_.reset(static_cast<uint32_t*>(std::aligned_alloc(64, bytes)));
+      data_.reset(static_cast<uint32_t*>(detail::allocate_aligned(bytes)));
       HEED_CHECK(data_ != nullptr, "gemm_bf16: cannot allocate ", bytes, " bytes for packed panels");
       capacity_ = words;
     }
@@ -534,10 +535,13 @@ const KernelSet& kernel_set(Bf16Kernel kernel) {
 #endif
 }
 
-// Multiply-adds per second a kernel does on one core, from the measured peaks.
+// Multiply-adds per second a kernel does on one core, for sizing its chunks: the quick fp32 FMA
+// rate core/tuning.h sizes every split from, doubled for VDPBF16PS (two multiply-adds per lane
+// where an FMA does one, at the same issue rate on the CPUs that have it: Zen 4 measured 236.4
+// against 118.2 GFLOP/s). Not cpu_peaks(): its careful measurement takes about 0.1 s, a third of
+// a short `heed sample --precision bf16`, for a grain that is rounded anyway.
 double macs_per_second(const KernelSet& ks) {
-  const CpuPeaks& peaks = cpu_peaks();
-  return (ks.emulated ? peaks.fp32_fma_gflops : peaks.bf16_dot_gflops) * 0.5e9;
+  return cpu_quick_rates().fp32_fma_gflops * 0.5e9 * (ks.emulated ? 1.0 : 2.0);
 }
 
 void run(const Problem& pr, const KernelSet& ks) {
