@@ -9,7 +9,6 @@
 #include <unordered_map>
 
 #include "core/autograd.h"
-#include "core/memory.h"
 #include "core/random.h"
 
 namespace heed {
@@ -40,7 +39,7 @@ struct BlockCache {
         return p;
       }
     }
-    void* p = detail::allocate_aligned(bytes);  // large blocks in huge pages (core/memory.h)
+    void* p = std::aligned_alloc(64, bytes);
     if (!p) throw std::bad_alloc();
     return p;
   }

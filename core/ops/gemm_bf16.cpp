@@ -30,7 +30,6 @@
 
 #include "core/check.h"
 #include "core/cpu.h"
-#include "core/memory.h"
 #include "core/ops/bf16.h"
 #include "core/parallel.h"
 #include "core/tuning.h"
@@ -418,7 +417,7 @@ class PackBuffer {
   uint32_t* get(int64_t words) {
     if (words > capacity_) {
       const size_t bytes = static_cast<size_t>(round_up(words * 4, 64));
-      data_.reset(static_cast<uint32_t*>(detail::allocate_aligned(bytes)));
+      data_.reset(static_cast<uint32_t*>(std::aligned_alloc(64, bytes)));
       HEED_CHECK(data_ != nullptr, "gemm_bf16: cannot allocate ", bytes, " bytes for packed panels");
       capacity_ = words;
     }

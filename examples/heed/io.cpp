@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -164,6 +165,18 @@ void append_line(const std::string& path, const std::string& line) {
 void write_stdout(std::string_view text) {
   if (!text.empty() && std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
     throw OutputError(std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+  if (std::fflush(stdout) != 0)
+    throw OutputError(std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+}
+
+void write_stdout_token(std::string_view text) {
+  using Clock = std::chrono::steady_clock;
+  static const bool tty = ::isatty(STDOUT_FILENO);
+  static Clock::time_point last_flush = Clock::now();
+  if (!text.empty() && std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
+    throw OutputError(std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+  if (!tty && Clock::now() - last_flush < std::chrono::milliseconds(100)) return;
+  last_flush = Clock::now();
   if (std::fflush(stdout) != 0)
     throw OutputError(std::string("writing to standard output failed (") + std::strerror(errno) + ")");
 }

@@ -97,7 +97,7 @@ int run_sample(const SampleOptions& o) {
   g.top_k = o.top_k;
   if (!o.stop.empty()) g.stop_sequences.push_back(m.vocab.encode(decode_utf8(o.stop, "--stop"), "--stop"));
   g.on_token = [&](int64_t, int32_t id) {
-    write_stdout(m.vocab.decode(id));  // byte for byte: a NUL in the vocabulary is written too
+    write_stdout_token(m.vocab.decode(id));  // byte for byte: a NUL in the vocabulary is written too
     check_stop();
     return true;
   };

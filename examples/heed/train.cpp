@@ -524,7 +524,7 @@ void closing_sample(const TrainOptions& o, Trainer& trainer) {
   Generator gen(static_cast<uint64_t>(o.seed));
   nn::GenerateOptions g{.max_new_tokens = o.sample_tokens, .temperature = 0.8, .top_k = 200, .generator = &gen};
   g.on_token = [&](int64_t, int32_t id) {
-    write_stdout(vocab.decode(id));
+    write_stdout_token(vocab.decode(id));
     check_stop();
     return true;
   };
