@@ -297,41 +297,36 @@ HEED_TARGET_AVX512BF16 void tile_avx512_bf16(int64_t q0, int64_t q1, const uint3
     for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
 }
 
+// kStrips strips of C from consecutive packed strips at b (the last of them `last_cols` wide when
+// `last` is set), kVecs accumulator chains a strip.
+template <int kStrips>
+HEED_TARGET_AVX512BF16 void row_strips_avx512_bf16(int64_t pairs, const uint32_t* x, const uint32_t* b, bool last,
+                                                   int64_t last_cols, float* c, bool load_c) {
+  constexpr int kAcc = kStrips * kVecs;
+  __mmask16 mask[kAcc];
+  for (int i = 0; i < kAcc; ++i) {
+    const int64_t cols = (last && i / kVecs == kStrips - 1 ? last_cols : kNR) - 16 * (i % kVecs);
+    mask[i] = cols >= 16 ? __mmask16(0xffff) : cols <= 0 ? __mmask16(0) : __mmask16((1u << cols) - 1);
+  }
+  __m512 acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = load_c ? _mm512_maskz_loadu_ps(mask[i], c + 16 * i) : _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh xp = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[p]));
+#pragma GCC unroll 4
+    for (int i = 0; i < kAcc; ++i)
+      acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_load_si512(b + (i / kVecs) * pairs * kNR + p * kNR + 16 * (i % kVecs)), xp);
+  }
+  for (int i = 0; i < kAcc; ++i) _mm512_mask_storeu_ps(c + 16 * i, mask[i], acc[i]);
+}
+
 // Two strips (four accumulator chains) at a time: one strip's two chains would wait on
 // VDPBF16PS's latency at every pair, where the strips stream from cache or memory faster.
 HEED_TARGET_AVX512BF16 void row_avx512_bf16(int64_t pairs, const uint32_t* x, const uint32_t* b, int64_t strips,
                                             int64_t last_cols, float* c, bool load_c) {
-  auto mask = [&](int64_t s, int v) -> __mmask16 {
-    const int64_t cols = (s + 1 == strips ? last_cols : kNR) - 16 * v;
-    return cols >= 16 ? __mmask16(0xffff) : cols <= 0 ? __mmask16(0) : __mmask16((1u << cols) - 1);
-  };
   int64_t s = 0;
-  for (; s + 2 <= strips; s += 2) {
-    __m512 acc[4];
-    for (int i = 0; i < 4; ++i)
-      acc[i] = load_c ? _mm512_maskz_loadu_ps(mask(s + i / 2, i % 2), c + s * kNR + 16 * i) : _mm512_setzero_ps();
-    const uint32_t* b0 = b + s * pairs * kNR;
-    const uint32_t* b1 = b0 + pairs * kNR;
-    for (int64_t p = 0; p < pairs; ++p) {
-      const __m512bh xp = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[p]));
-      acc[0] = _mm512_dpbf16_ps(acc[0], (__m512bh)_mm512_load_si512(b0 + p * kNR), xp);
-      acc[1] = _mm512_dpbf16_ps(acc[1], (__m512bh)_mm512_load_si512(b0 + p * kNR + 16), xp);
-      acc[2] = _mm512_dpbf16_ps(acc[2], (__m512bh)_mm512_load_si512(b1 + p * kNR), xp);
-      acc[3] = _mm512_dpbf16_ps(acc[3], (__m512bh)_mm512_load_si512(b1 + p * kNR + 16), xp);
-    }
-    for (int i = 0; i < 4; ++i) _mm512_mask_storeu_ps(c + s * kNR + 16 * i, mask(s + i / 2, i % 2), acc[i]);
-  }
-  if (s < strips) {
-    __m512 acc[2];
-    for (int i = 0; i < 2; ++i) acc[i] = load_c ? _mm512_maskz_loadu_ps(mask(s, i), c + s * kNR + 16 * i) : _mm512_setzero_ps();
-    const uint32_t* b0 = b + s * pairs * kNR;
-    for (int64_t p = 0; p < pairs; ++p) {
-      const __m512bh xp = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[p]));
-      acc[0] = _mm512_dpbf16_ps(acc[0], (__m512bh)_mm512_load_si512(b0 + p * kNR), xp);
-      acc[1] = _mm512_dpbf16_ps(acc[1], (__m512bh)_mm512_load_si512(b0 + p * kNR + 16), xp);
-    }
-    for (int i = 0; i < 2; ++i) _mm512_mask_storeu_ps(c + s * kNR + 16 * i, mask(s, i), acc[i]);
-  }
+  for (; s + 2 <= strips; s += 2)
+    row_strips_avx512_bf16<2>(pairs, x, b + s * pairs * kNR, s + 2 == strips, last_cols, c + s * kNR, load_c);
+  if (s < strips) row_strips_avx512_bf16<1>(pairs, x, b + s * pairs * kNR, true, last_cols, c + s * kNR, load_c);
 }
 
 // VDPBF16PS treats denormal inputs (bf16 or the accumulator) as zero and flushes denormal results

@@ -162,23 +162,33 @@ void append_line(const std::string& path, const std::string& line) {
              std::strerror(n < 0 ? err : ENOSPC), ")");
 }
 
-void write_stdout(std::string_view text) {
+namespace {
+
+void write_unflushed(std::string_view text) {
   if (!text.empty() && std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
     throw OutputError(std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+}
+
+void flush_stdout() {
   if (std::fflush(stdout) != 0)
     throw OutputError(std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+}
+
+}  // namespace
+
+void write_stdout(std::string_view text) {
+  write_unflushed(text);
+  flush_stdout();
 }
 
 void write_stdout_token(std::string_view text) {
   using Clock = std::chrono::steady_clock;
   static const bool tty = ::isatty(STDOUT_FILENO);
   static Clock::time_point last_flush = Clock::now();
-  if (!text.empty() && std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
-    throw OutputError(std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+  write_unflushed(text);
   if (!tty && Clock::now() - last_flush < std::chrono::milliseconds(100)) return;
   last_flush = Clock::now();
-  if (std::fflush(stdout) != 0)
-    throw OutputError(std::string("writing to standard output failed (") + std::strerror(errno) + ")");
+  flush_stdout();
 }
 
 void finish_stdout() {
