@@ -282,6 +282,16 @@ double Tensor::at(const std::vector<int64_t>& index) const {
   return visit_any_dtype(dtype(), [&]<class T>() -> double { return static_cast<const T*>(storage()->data())[off]; });
 }
 
+void Tensor::set_(const Tensor& src) {
+  TensorImpl& dst = impl();
+  const TensorImpl& from = src.impl();
+  dst.storage = from.storage;
+  dst.shape = from.shape;
+  dst.strides = from.strides;
+  dst.offset = from.offset;
+  dst.grad.reset();
+}
+
 void Tensor::copy_(const Tensor& src) {
   HEED_CHECK(src.shape() == shape(), "copy_: source shape ", to_string(src.shape()),
              " differs from destination ", to_string(shape()));

@@ -198,6 +198,10 @@ class Tensor {
   /// Copies values from `src` (same shape, any dtype/strides) into this tensor, outside autograd.
   void copy_(const Tensor& src);
   void fill_(double value);  ///< sets every element, outside autograd
+  /// Makes this tensor, every handle and alias of it (they share one TensorImpl), a view of src's
+  /// storage with src's shape, strides and offset, without copying (torch.Tensor.set_(source));
+  /// drops its gradient. For loading and converting parameters; outside autograd.
+  void set_(const Tensor& src);
 
   TensorImpl& impl() const {
     HEED_CHECK(impl_ != nullptr, "use of an undefined Tensor");

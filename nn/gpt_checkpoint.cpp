@@ -209,9 +209,12 @@ LoadedGPT gpt_from_safetensors(SafetensorsFile file, const std::string& path) {
     init::SkipInit skip;
     model = std::make_shared<GPT>(config);
   }
+  // Each loaded tensor is float32, contiguous and of its parameter's shape (checked above), and
+  // nothing else holds it: the parameter takes its storage rather than a copy (the small config's
+  // 42 MB copied into fresh pages cost about a sixth of `heed sample`'s start).
   for (auto& [name, param] : model->named_parameters()) {
     if (name == "lm_head.weight") continue;
-    param.copy_(found.at(name));
+    param.set_(found.at(name));
   }
   model->eval();
   out.model = std::move(model);

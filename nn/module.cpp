@@ -158,12 +158,7 @@ void Module::to(DType dtype) {
     if (t.dtype() == dtype || !is_floating(t.dtype())) continue;
     Tensor converted = Tensor::empty(t.shape(), dtype);
     converted.copy_(t);
-    // Swap the storage under the same TensorImpl, so every handle (and every alias) follows.
-    TensorImpl& impl = t.impl();
-    impl.storage = converted.storage();
-    impl.strides = converted.strides();
-    impl.offset = 0;
-    impl.grad.reset();
+    t.set_(converted);  // under the same TensorImpl: every handle (and every alias) follows
   }
 }
 

@@ -5,9 +5,11 @@
 // output shows it is in the phase, sends the signal and times the exit.
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <regex>
+#include <sstream>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -47,10 +49,10 @@ bool catches_signal(pid_t pid, int sig) {
   return (caught >> (sig - 1)) & 1ULL;
 }
 
-// Runs `args` (after heed), waits until `ready(stdout so far)` holds (or `delay` passed when no
-// predicate is given), sends `sig`, and returns the result with `seconds` measured from the signal.
-ProcessResult signal_during(const Fixture& fx, const std::vector<std::string>& args, int sig,
-                            const std::function<bool(const std::string&)>& ready) {
+// Runs `args` (after heed), waits until `ready(pid, stdout so far)` holds, sends `sig`, and returns
+// the result with `seconds` measured from the signal.
+ProcessResult signal_when(const Fixture& fx, const std::vector<std::string>& args, int sig,
+                          const std::function<bool(pid_t, const std::string&)>& ready) {
   std::vector<std::string> all = cat({heed_exe()}, args);
   const std::string out = fx.dir / "out", err = fx.dir / "err";
   fs::remove(out);  // a previous case's output must not look like this one's
@@ -60,7 +62,7 @@ ProcessResult signal_during(const Fixture& fx, const std::vector<std::string>& a
   // First until heed catches `sig` (its handlers are installed at the top of main): on a loaded
   // machine a process can take longer than the shortest delays below to get there, and a signal
   // before that point tests the kernel's default action, not heed.
-  while (!catches_signal(pid, sig) || !ready(read_file(out))) {
+  while (!catches_signal(pid, sig) || !ready(pid, read_file(out))) {
     if (waitpid(pid, nullptr, WNOHANG) != 0) FAIL("heed ended before the signal: " << read_file(out) << read_file(err));
     REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -71,6 +73,23 @@ ProcessResult signal_during(const Fixture& fx, const std::vector<std::string>& a
   r.out = read_file(out);
   r.err = read_file(err);
   return r;
+}
+
+// The same, ready on `ready(stdout so far)`.
+ProcessResult signal_during(const Fixture& fx, const std::vector<std::string>& args, int sig,
+                            const std::function<bool(const std::string&)>& ready) {
+  return signal_when(fx, args, sig, [&](pid_t, const std::string& out) { return ready(out); });
+}
+
+// Ready once the process holds at least `bytes` in memory (/proc/PID/statm's resident pages): a
+// point inside a load whatever the machine's speed.
+std::function<bool(pid_t, const std::string&)> resident_at_least(int64_t bytes) {
+  return [bytes](pid_t pid, const std::string&) {
+    std::istringstream statm(read_file("/proc/" + std::to_string(pid) + "/statm"));
+    int64_t size = 0, resident = 0;
+    statm >> size >> resident;
+    return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE)) >= bytes;
+  };
 }
 
 // Ready once the output holds `needle`; then a short pause, so the phase is well under way.
@@ -293,16 +312,18 @@ TEST_CASE("signals: loading a large checkpoint stops within a second (sample, ev
   // It is valid: a usage error after loading shows it (the prompt has a character outside the vocabulary).
   require_clean_error(run_heed({"sample", "--checkpoint", big, "--tokens", "1", "--prompt", "Z", "--threads", "1"}), 1,
                       {"--prompt"});
-  // Reading, parsing, copying and converting the tensors take over a second on this file; a stop
-  // at any instant of it ends heed within a second.
+  // Reading the file (resident memory grows to its size), then parsing and converting the tensors
+  // (to twice it): a stop at any instant of it ends heed within a second. The instants are amounts
+  // of memory, not delays: a faster machine loads sooner.
+  const int64_t file_bytes = static_cast<int64_t>(fs::file_size(big));
   for (int sig : {SIGINT, SIGTERM}) {
-    for (int delay_ms : {100, 400, 800}) {
-      INFO("signal " << sig << " after " << delay_ms << " ms");
+    for (const double share : {0.1, 0.6, 1.3}) {
+      INFO("signal " << sig << " at " << share << " x the file's size in memory");
       for (const auto& args : std::vector<std::vector<std::string>>{
                {"sample", "--checkpoint", big, "--tokens", "2", "--threads", "1"},
                {"eval", "--checkpoint", big, "--data", fx.corpus, "--threads", "1"},
                {"attention", "--checkpoint", big, "--text", "abc", "--out", fx.dir / "big.svg"}}) {
-        const ProcessResult r = signal_during(fx, args, sig, after_ms(delay_ms));
+        const ProcessResult r = signal_when(fx, args, sig, resident_at_least(static_cast<int64_t>(share * file_bytes)));
         require_stopped(r, sig);
         CHECK(r.err == "heed: stopped by signal " + std::to_string(sig) + "\n");
         CHECK(!fs::exists(fx.dir / "big.svg"));
