@@ -164,3 +164,23 @@ TEST_CASE("gradcheck rejects float32 inputs and reports the failing element", "[
   REQUIRE(r.index == std::vector<int64_t>{1, 2});
   REQUIRE(r.report().find("FAILED") != std::string::npos);
 }
+
+TEST_CASE("set_ makes every handle of a tensor read and write another's storage, without a copy", "[autograd]") {
+  Tensor p = Tensor::zeros({2, 3});
+  p.requires_grad_();
+  mul(p, 2.0).sum().backward();
+  REQUIRE(p.grad().defined());
+  const Tensor alias = p;  // another handle of the same tensor (a tied weight)
+  const Tensor src = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  p.set_(src);
+  REQUIRE(alias.data<float>() == src.data<float>());  // the same memory, not a copy
+  REQUIRE(alias.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  REQUIRE_FALSE(p.grad().defined());  // the old gradient belonged to the old values
+  REQUIRE(p.requires_grad());
+  p.data<float>()[0] = 9;  // writes reach src: they share storage
+  REQUIRE(src.to_vector<float>()[0] == 9);
+  // A view: its shape, strides and offset come along.
+  p.set_(transpose(src, 0, 1));
+  REQUIRE(alias.shape() == Shape{3, 2});
+  REQUIRE(alias.to_vector<float>() == std::vector<float>{9, 4, 2, 5, 3, 6});
+}
