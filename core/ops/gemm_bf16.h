@@ -91,8 +91,9 @@ void gemm_bf16_batched(int64_t outer, int64_t inner, int64_t m, int64_t n, int64
 /// much as the product. While a Bf16WeightCache lives on a thread, gemm_bf16 calls made there with
 /// m == 1 whose op(B) lies inside a range given to add() read op(B) rounded and packed once, at
 /// the first such call: half the bytes of fp32 to stream, and no packing. The results are the same
-/// bits as without it. The floats of a range must not change while it lives (GPT::generate's
-/// weights do not). Scopes nest; the innermost one is used.
+/// bits as without it. It holds the packed copies until it ends (half the fp32 size of the weights
+/// it packed). The floats of a range must not change while it lives (GPT::generate's weights do
+/// not). Scopes nest; the innermost one is used.
 class Bf16WeightCache {
  public:
   Bf16WeightCache();
