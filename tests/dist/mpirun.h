@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/process.h"
@@ -67,6 +68,22 @@ inline std::vector<pid_t> children_of(pid_t parent) {
   }
   ::closedir(proc);
   return out;
+}
+
+/// Waits until process `pid` has exited (gone from /proc, or a zombie: its files, and so its locks,
+/// are released) or `seconds` passed; whether it did. A SIGKILLed process is not gone at once:
+/// a resume started right after killing the ranks once found rank 0 still holding the run's lock.
+inline bool wait_exited(pid_t pid, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (seconds_since(t0) < seconds) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    const size_t close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 /// The rank mpirun gave process `pid` (OMPI_COMM_WORLD_RANK in its environment), or -1.

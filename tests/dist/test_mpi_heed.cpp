@@ -124,6 +124,7 @@ TEST_CASE("SIGKILL of the whole mpirun job, then --resume with another process c
   ProcessResult killed;
   wait_process(job, killed, 60);
   REQUIRE(killed.signal == SIGKILL);
+  for (pid_t rank : ranks) REQUIRE(wait_exited(rank, 30));  // until then rank 0 still holds the run's lock
   // The recipe is the run's: another A is refused; another N is not.
   require_clean_error(run_job(cat(plain_heed(), cat(recipe(out, 30, 3), {"--resume"}))), 2,
                       {"--grad-accum 3 differs from the run's 6"});
