@@ -190,7 +190,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       // One row times a transposed row-major B (Linear's x W^T at a KV-cached generation step):
       // each of C's n elements is a dot product with one contiguous row of B, which streams B
       // once from memory. OpenBLAS 0.3.21's sgemv (its 4-row kernel) reads it at about half the
-      // rate one sequential row at a time does on a Zen 4 core (16 vs 33 GB/s over the small
+      // rate one sequential row at a time does on a Zen 4 core (16 vs 33-36 GB/s over the small
       // config's 42 MB of weights). Each element is one thread's sum: the bits do not depend on
       // the split.
       std::vector<T> row;
