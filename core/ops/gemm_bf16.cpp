@@ -538,13 +538,20 @@ double macs_per_second(const KernelSet& ks) {
   return cpu_quick_rates().fp32_fma_gflops * 0.5e9 * (ks.emulated ? 1.0 : 2.0);
 }
 
-void run(const Problem& pr, const KernelSet& ks) {
+// Calls f() with this thread's denormal handling set as the kernel set's arithmetic needs: the
+// emulated kernels get VDPBF16PS's flush to zero from MXCSR (see FlushDenormals).
+template <class F>
+void with_kernel_arithmetic(const KernelSet& ks, F&& f) {
   if (ks.emulated) {
     FlushDenormals flush;
-    gemm_serial(pr, ks);
+    f();
   } else {
-    gemm_serial(pr, ks);
+    f();
   }
+}
+
+void run(const Problem& pr, const KernelSet& ks) {
+  with_kernel_arithmetic(ks, [&] { gemm_serial(pr, ks); });
 }
 
 // A one-row product: x rounded once, op(B) from the thread's Bf16WeightCache or packed here, a
@@ -572,12 +579,7 @@ void gemv_bf16(const Problem& pr, const KernelSet& ks) {
       b = dst;
     }
     const int64_t last_cols = cols - (s1 - s0 - 1) * kNR;
-    if (ks.emulated) {
-      FlushDenormals flush;
-      ks.row(pairs, x.data(), b, s1 - s0, last_cols, pr.c + s0 * kNR, pr.beta_one);
-    } else {
-      ks.row(pairs, x.data(), b, s1 - s0, last_cols, pr.c + s0 * kNR, pr.beta_one);
-    }
+    with_kernel_arithmetic(ks, [&] { ks.row(pairs, x.data(), b, s1 - s0, last_cols, pr.c + s0 * kNR, pr.beta_one); });
   });
 }
 
