@@ -284,7 +284,7 @@ template <class T>
 int64_t transposed_ld(int64_t Tk) { return alias_free_stride(Tk, detail::Batch<T>::size, sizeof(T)); }
 
 // One head's weights: att (Tq, Tk) = masked softmax(scale q k^T). q, k rows stride ldq, ldk;
-// kt: scratch of hd * transposed_ld(Tk) elements.
+// kt: scratch of hd * transposed_ld(Tk) elements (not read when Tq == 1).
 template <class T>
 void head_weights_forward(T* att, const T* q, int64_t ldq, const T* k, int64_t ldk, const uint8_t* pad,
                           const RowBias<T>& bias, const HeadsCall& c, T* kt) {
@@ -471,7 +471,8 @@ Tensor attention_heads_forward(HeadsCall& c, const KeyPaddingMask* mask, Generat
   Tensor out = Tensor::empty({c.B, c.Tq, c.C}, dtype);
   visit_dtype(dtype, [&]<class T>() {
     parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
-      std::vector<T> kt(static_cast<size_t>(c.hd * transposed_ld<T>(c.Tk)));
+      // The transposed keys' scratch; a single query reads the keys in place and needs none.
+      std::vector<T> kt(c.Tq == 1 ? 0 : static_cast<size_t>(c.hd * transposed_ld<T>(c.Tk)));
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / c.nh, h = bh % c.nh;
         head_weights_forward<T>(c.att.data<T>() + bh * c.Tq * c.Tk, c.head<T>(0, b, h), c.ld(0), c.head<T>(1, b, h),
