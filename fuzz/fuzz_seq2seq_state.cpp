@@ -37,7 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     optim::AdamW opt = cli::seq2seq_optimizer(model, o);
     Generator data_gen(0);
     cli::restore_seq2seq_state(f, r, model, opt, data_gen, what);
-    if (data_gen.state() != r.data_rng || opt.step_count() != r.iter) __builtin_trap();  // restored as validated
+    // What a restored run must hold (a violation is a finding, as a crash is): the generators and
+    // the step count restored as validated, the loss summed over steps done, and the moments of
+    // every parameter after a step (each takes part in every step's loss), none before the first.
+    if (data_gen.state() != r.data_rng || opt.step_count() != r.iter || r.interval_steps > r.iter) __builtin_trap();
+    const size_t moments = r.iter > 0 ? 2 * model.named_parameters().size() : 0;  // exp_avg, exp_avg_sq
+    if (opt.state_tensors().size() != moments) __builtin_trap();
   } catch (const heed::Error&) {
   }
   return 0;

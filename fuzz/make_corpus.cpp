@@ -169,6 +169,13 @@ static void write_seq2seq_states(const std::string& dir) {
       if (name.find("exp_avg_sq") != std::string::npos) t = Tensor::full(t.shape(), -1.0);
   });
   save_edited(dir + "/bad_missing_weight.safetensors", f, [](nn::SafetensorsFile& g) { g.tensors.erase(g.tensors.begin()); });
+  // Two states the reader accepted until it checked them (found reading the code, not by fuzzing;
+  // fuzz_seq2seq_state now checks every restored run for both): more steps summed than done, and a
+  // state without its optimizer moments.
+  save_edited(dir + "/bad_interval_steps.safetensors", f, meta("interval_steps", "2"));
+  save_edited(dir + "/bad_missing_moments.safetensors", f, [](nn::SafetensorsFile& g) {
+    std::erase_if(g.tensors, [](const auto& named) { return named.first.rfind("optim.", 0) == 0; });
+  });
 }
 
 int main(int argc, char** argv) {

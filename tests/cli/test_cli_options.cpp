@@ -202,6 +202,8 @@ TEST_CASE("the fuzz seeds: the valid seq2seq training state restores, each tampe
       {"bad_past_max_iters", "\"seq2seq_iter\" 5 is past the recorded max_iters 4"},
       {"bad_moment", "negative second moment"},
       {"bad_missing_weight", "missing tensor 'model."},
+      {"bad_interval_steps", "\"interval_steps\" 2 is more than the 1 iterations done"},
+      {"bad_missing_moments", "missing tensor 'optim."},
   };
   std::set<std::string> seen;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
