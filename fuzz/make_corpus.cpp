@@ -2,7 +2,8 @@
 //   fuzz/corpus/safetensors/         valid tiny GPT checkpoints (as heed saves them, and as PyTorch
 //                                    names them) and malformed ones;
 //   fuzz/corpus/train_state/         training states of a tiny GPT, valid and tampered;
-//   fuzz/corpus/seq2seq_checkpoint/  tiny seq2seq checkpoints, valid and tampered.
+//   fuzz/corpus/seq2seq_checkpoint/  tiny seq2seq checkpoints, valid and tampered;
+//   fuzz/corpus/seq2seq_state/       training states of a tiny seq2seq model, valid and tampered.
 // Built in the fuzz build (-DHEED_FUZZ=ON, as scripts/fuzz.sh configures build-fuzz) as
 // `make_fuzz_corpus`, and run by hand as `./build-fuzz/make_fuzz_corpus fuzz/corpus`
 // (fuzz/README.md); the files are kept in the repository, so this only needs to run again when a
@@ -25,7 +26,9 @@
 #include "nn/gpt_checkpoint.h"
 #include "nn/safetensors.h"
 #include "optim/adam.h"
+#include "seq2seq.h"
 #include "seq2seq_checkpoint.h"
+#include "seq2seq_state.h"
 #include "train_state.h"
 
 using namespace heed;
@@ -114,6 +117,67 @@ static void write_seq2seq_checkpoints(const std::string& dir) {
   save_edited(dir + "/bad_renamed.safetensors", f, [](nn::SafetensorsFile& g) { g.tensors.back().first = "stray"; });
 }
 
+// The smallest seq2seq model (d_model 2, 1 head, 1 layer) and its AdamW after one step on a batch
+// of two copy examples, saved as `heed seq2seq --out` saves its state; then tampered copies.
+static void write_seq2seq_states(const std::string& dir) {
+  cli::Seq2SeqStateRecord r;
+  cli::Seq2SeqOptions& o = r.options;
+  o = cli::defaults(cli::seq2seq_option_table());
+  o.task = "copy", o.d_model = 2, o.n_head = 1, o.n_layer = 1, o.seed = 3, o.batch_size = 2, o.max_iters = 4;
+  o.test_examples = 10, o.eval_interval = 1, o.threads = 1;
+  cli::resolve_seq2seq_defaults(o);
+  nn::EncoderDecoder model(cli::seq2seq_model_options(o));
+  model.train();
+  optim::AdamW opt = cli::seq2seq_optimizer(model, o);
+  Generator data_gen(1337);
+  const cli::Seq2SeqBatch b =
+      cli::make_batch({cli::make_example(o.task, data_gen), cli::make_example(o.task, data_gen)});
+  Tensor logits = model.forward(b.src, b.B, b.Ts, b.tgt_in, b.Tt, &b.src_mask, &b.tgt_mask);
+  Tensor loss = cross_entropy(reshape(logits, {b.B * b.Tt, cli::Seq2SeqVocab::size}), b.tgt_out, cli::Seq2SeqVocab::pad);
+  loss.backward();
+  opt.step();
+  model.zero_grad();
+  r.iter = 1;
+  r.interval_loss = loss.item();
+  r.interval_steps = 1;
+  r.elapsed_s = 0.25;
+  const std::string valid = dir + "/valid.safetensors";
+  cli::save_seq2seq_state(valid, model, opt, data_gen, r);
+  const nn::SafetensorsFile f = nn::load_safetensors(valid);
+  auto meta = [](const char* key, const std::string& value) {
+    return [key, value](nn::SafetensorsFile& g) { g.metadata[key] = value; };
+  };
+  auto option = [](const char* key, const nlohmann::json& value) {
+    return [key, value](nn::SafetensorsFile& g) {
+      nlohmann::json j = nlohmann::json::parse(g.metadata.at("options"));
+      j[key] = value;
+      g.metadata["options"] = j.dump();
+    };
+  };
+  save_edited(dir + "/bad_iter.safetensors", f, meta("seq2seq_iter", "-3"));
+  save_edited(dir + "/bad_optimizer_step.safetensors", f, meta("optimizer_step", "2"));
+  save_edited(dir + "/bad_rng.safetensors", f, meta("data_rng", R"(["0","0","0","0"])"));
+  save_edited(dir + "/bad_dropout_rng.safetensors", f, meta("dropout_rng", "{}"));
+  save_edited(dir + "/bad_interval_loss.safetensors", f, meta("interval_loss", "1e300"));
+  save_edited(dir + "/bad_options.safetensors", f, option("n_head", 4));  // n_embd 2 is not divisible by 4
+  save_edited(dir + "/bad_past_max_iters.safetensors", f, [&](nn::SafetensorsFile& g) {
+    meta("seq2seq_iter", "5")(g);
+    meta("optimizer_step", "5")(g);
+  });
+  save_edited(dir + "/bad_moment.safetensors", f, [](nn::SafetensorsFile& g) {
+    for (auto& [name, t] : g.tensors)
+      if (name.find("exp_avg_sq") != std::string::npos) t = Tensor::full(t.shape(), -1.0);
+  });
+  save_edited(dir + "/bad_missing_weight.safetensors", f, [](nn::SafetensorsFile& g) { g.tensors.erase(g.tensors.begin()); });
+  // Two states the reader accepted until it checked them (found reading the code, not by fuzzing;
+  // fuzz_seq2seq_state now checks every restored run for both): more steps summed than done, and a
+  // state without its optimizer moments.
+  save_edited(dir + "/bad_interval_steps.safetensors", f, meta("interval_steps", "2"));
+  save_edited(dir + "/bad_missing_moments.safetensors", f, [](nn::SafetensorsFile& g) {
+    std::erase_if(g.tensors, [](const auto& named) { return named.first.rfind("optim.", 0) == 0; });
+  });
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_fuzz_corpus DIR\n");
@@ -121,7 +185,7 @@ int main(int argc, char** argv) {
   }
   const std::string root = argv[1];
   const std::string dir = root + "/safetensors";
-  for (const char* sub : {"safetensors", "train_state", "seq2seq_checkpoint"})
+  for (const char* sub : {"safetensors", "train_state", "seq2seq_checkpoint", "seq2seq_state"})
     std::filesystem::create_directories(root + "/" + sub);
   auto path = [&](const std::string& name) { return dir + "/" + name; };
 
@@ -206,6 +270,7 @@ int main(int argc, char** argv) {
   }
   write_train_states(root + "/train_state");
   write_seq2seq_checkpoints(root + "/seq2seq_checkpoint");
+  write_seq2seq_states(root + "/seq2seq_state");
   std::printf("wrote the corpora to %s\n", root.c_str());
   return 0;
 }

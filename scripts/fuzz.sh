@@ -5,6 +5,7 @@
 #   fuzz_safetensors          the safetensors parser and the GPT checkpoint loader
 #   fuzz_train_state          train_state.safetensors, as `heed train --resume` reads and restores it
 #   fuzz_seq2seq_checkpoint   the seq2seq checkpoint loader
+#   fuzz_seq2seq_state        seq2seq_state.safetensors, as `heed seq2seq --resume` reads and restores it
 # New inputs go to build-fuzz/corpus/<name>, not into the repository; a finding is written to
 # build-fuzz/ as crash-<sha1> (or oom-, timeout-) and the script exits non-zero. See fuzz/README.md.
 #
@@ -53,9 +54,12 @@ if [ "$seconds" -gt 0 ]; then
     mkdir -p "build-fuzz/corpus/$t"
     dict="fuzz/$t.dict"
     [ -f "$dict" ] || dict=fuzz/safetensors.dict
-    # -max_len covers the seeds (each < 16 KB); -timeout and -rss_limit_mb make a hang or a runaway
-    # allocation a finding too.
-    run "fuzz_$t.log" "./fuzz_$t" -max_total_time="$share" -max_len=16000 -timeout=10 -rss_limit_mb=2048 \
+    # -max_len covers the target's seeds (16000 bytes, or its largest seed if larger: libFuzzer
+    # truncates longer inputs, and a truncated seed fails at the first check); -timeout and
+    # -rss_limit_mb make a hang or a runaway allocation a finding too.
+    max_len=$(stat -c %s fuzz/corpus/"$t"/* | sort -n | tail -n 1)
+    [ "$max_len" -gt 16000 ] || max_len=16000
+    run "fuzz_$t.log" "./fuzz_$t" -max_total_time="$share" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
       -dict="../$dict" -print_final_stats=1 "corpus/$t" "../fuzz/corpus/$t"
     grep -E "^Done|^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)" "build-fuzz/fuzz_$t.log"
   done

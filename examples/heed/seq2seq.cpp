@@ -146,7 +146,7 @@ int run_seq2seq(const Seq2SeqRequest& req) {
   Seq2SeqData data(o.task, o.test_examples, static_cast<uint64_t>(o.seed));
   nn::EncoderDecoder model(seq2seq_model_options(o));
   model.train();
-  optim::AdamW opt(optim::param_groups_nanogpt(model.named_parameters(), 0.01), o.lr, 0.9, 0.98);
+  optim::AdamW opt = seq2seq_optimizer(model, o);
   TrainingStep step(model, opt, {o.lr, o.min_lr, o.warmup_iters, o.lr_decay_iters}, 1.0);
   double interval_loss = 0;
   int64_t interval_steps = 0, it = 0;

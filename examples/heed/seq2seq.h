@@ -10,6 +10,7 @@
 #include "nn/attention.h"
 #include "nn/safetensors.h"
 #include "nn/transformer.h"
+#include "optim/adam.h"
 #include "options.h"
 #include "seq2seq_tasks.h"
 
@@ -53,6 +54,10 @@ struct Seq2SeqBatch {
 };
 
 nn::EncoderDecoderOptions seq2seq_model_options(const Seq2SeqOptions& o);
+/// The optimizer of a seq2seq run over `model`'s parameters: AdamW at --lr, betas (0.9, 0.98) as
+/// the Transformer paper's, weight decay 0.01 on matrices and embeddings (`heed seq2seq` and the
+/// fuzz target of its --resume build it here, so that a state restores into the same optimizer).
+optim::AdamW seq2seq_optimizer(nn::EncoderDecoder& model, const Seq2SeqOptions& o);
 /// Pads a batch: source ids, BOS + target as decoder input, target + EOS as decoder output.
 Seq2SeqBatch make_batch(const std::vector<Example>& examples);
 /// Greedy decoding of a batch of sources (at most `max_out` characters each).

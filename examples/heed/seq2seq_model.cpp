@@ -106,6 +106,10 @@ nn::EncoderDecoderOptions seq2seq_model_options(const Seq2SeqOptions& o) {
   return m;
 }
 
+optim::AdamW seq2seq_optimizer(nn::EncoderDecoder& model, const Seq2SeqOptions& o) {
+  return optim::AdamW(optim::param_groups_nanogpt(model.named_parameters(), 0.01), o.lr, 0.9, 0.98);
+}
+
 
 Seq2SeqBatch make_batch(const std::vector<Example>& examples) {
   Seq2SeqBatch b;

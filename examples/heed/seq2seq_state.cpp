@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "train_options.h"
@@ -74,6 +75,10 @@ Seq2SeqStateRecord read_seq2seq_state(const nn::SafetensorsFile& file, const std
   HEED_CHECK(r.iter <= r.options.max_iters, what, ": \"seq2seq_iter\" ", r.iter, " is past the recorded max_iters ",
              r.options.max_iters);
   r.interval_steps = read_state_count(meta("interval_steps"), "interval_steps", what);
+  // The steps summed since the last report are steps done: a larger count was accepted and divided
+  // the resumed run's first reported loss by a made-up number (fuzz_seq2seq_state checks it).
+  HEED_CHECK(r.interval_steps <= r.iter, what, ": \"interval_steps\" ", r.interval_steps, " is more than the ",
+             r.iter, " iterations done (\"seq2seq_iter\")");
   // A loss per step is at most ln(98) at the start; far more is a tampered file.
   r.interval_loss = read_number(meta("interval_loss"), "interval_loss", 1e6 * double(r.interval_steps), what);
   r.elapsed_s = read_number(meta("elapsed_s"), "elapsed_s", 3.2e9, what);
@@ -82,6 +87,18 @@ Seq2SeqStateRecord read_seq2seq_state(const nn::SafetensorsFile& file, const std
 
 void restore_seq2seq_state(const nn::SafetensorsFile& file, const Seq2SeqStateRecord& record, nn::EncoderDecoder& model,
                            optim::Optimizer& optimizer, Generator& data_gen, const std::string& what) {
+  // Every parameter of the encoder-decoder takes part in every step's loss, so after a step each
+  // has its moments and before the first none has. The optimizer alone accepts a parameter without
+  // them as one not stepped yet and restarts its moments from zero: a state stripped of its moments
+  // resumed silently as another run (fuzz_seq2seq_state checks the restored optimizer for it).
+  std::set<std::string> names;
+  for (const auto& [name, t] : file.tensors) names.insert(name);
+  for (const auto& [name, p] : model.named_parameters()) {
+    const std::string first_moment = "optim." + name + ".exp_avg";
+    HEED_CHECK(names.count(first_moment) == (record.iter > 0 ? 1u : 0u), what, ": ",
+               record.iter > 0 ? "missing tensor '" : "unexpected tensor '", first_moment, "' at iteration ",
+               record.iter, " (every parameter has its moments after the first step, none before)");
+  }
   TrainStateRecord generators;  // what restore_train_state reads of a record: the step and the generators
   generators.iter = record.iter;
   generators.data_rng = record.data_rng;

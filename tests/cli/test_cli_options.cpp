@@ -3,9 +3,11 @@
 // back to the same options through the same table, checkpoint records round-trip, and the counts
 // the memory estimates and the seq2seq loader rely on equal the models' own.
 #include <catch2/catch.hpp>
+#include <map>
 #include <set>
 #include <string>
 
+#include "commands.h"
 #include "config_file.h"
 #include "core/heed.h"
 #include "io.h"
@@ -14,6 +16,7 @@
 #include "resources.h"
 #include "seq2seq.h"
 #include "seq2seq_checkpoint.h"
+#include "seq2seq_state.h"
 #include "support/process.h"
 #include "train_options.h"
 #include "train_state.h"
@@ -157,4 +160,60 @@ TEST_CASE("the fuzz seeds: the valid training state and seq2seq checkpoint load,
     if (e.path().filename().string().rfind("bad_", 0) == 0) CHECK_THROWS_AS(load_state(e.path().string()), Error);
   for (const auto& e : std::filesystem::directory_iterator(root + "seq2seq_checkpoint"))
     if (e.path().filename().string().rfind("bad_", 0) == 0) CHECK_THROWS_AS(load_s2s(e.path().string()), Error);
+}
+
+namespace {
+
+// What fuzz/fuzz_seq2seq_state.cpp does with its bytes, and `heed seq2seq --resume --out DIR`
+// before training: parse, validate, take the recorded options, build the model and the optimizer,
+// restore. Returns the iteration restored.
+int64_t resume_seq2seq_from(const std::string& bytes, const std::string& what) {
+  const nn::SafetensorsFile f =
+      nn::parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what);
+  const Seq2SeqStateRecord r = read_seq2seq_state(f, what);
+  Seq2SeqOptions given = defaults(seq2seq_option_table());
+  given.out = "run";
+  const Seq2SeqOptions o = resumed_options(seq2seq_option_table(), given, r.options, {}, what);
+  check_ranges(seq2seq_option_table(), o);
+  nn::EncoderDecoder model(seq2seq_model_options(o));
+  model.train();
+  optim::AdamW opt = seq2seq_optimizer(model, o);
+  Generator data_gen(0);
+  restore_seq2seq_state(f, r, model, opt, data_gen, what);
+  CHECK(data_gen.state() == r.data_rng);
+  CHECK(opt.step_count() == r.iter);
+  return r.iter;
+}
+
+}  // namespace
+
+TEST_CASE("the fuzz seeds: the valid seq2seq training state restores, each tampered copy is refused", "[cli]") {
+  const std::string dir = std::string(HEED_SOURCE_DIR) + "/fuzz/corpus/seq2seq_state/";
+  auto resume = [](const std::string& path) { return resume_seq2seq_from(heed::test::read_file(path), path); };
+  CHECK(resume(dir + "valid.safetensors") == 1);
+  // Each tampered copy (fuzz/make_corpus.cpp) is refused by the check it was made for.
+  const std::map<std::string, std::string> refusals = {
+      {"bad_iter", "\"seq2seq_iter\" is -3"},
+      {"bad_optimizer_step", "\"optimizer_step\" 2 differs"},
+      {"bad_rng", "\"data_rng\": a random state of all zeros"},
+      {"bad_dropout_rng", "no random state for dropout"},
+      {"bad_interval_loss", "\"interval_loss\" must be a number in [0, 1e+06]"},
+      {"bad_options", "\"options\": --n-embd 2 is not divisible by --n-head 4"},
+      {"bad_past_max_iters", "\"seq2seq_iter\" 5 is past the recorded max_iters 4"},
+      {"bad_moment", "negative second moment"},
+      {"bad_missing_weight", "missing tensor 'model."},
+      {"bad_interval_steps", "\"interval_steps\" 2 is more than the 1 iterations done"},
+      {"bad_missing_moments", "missing tensor 'optim."},
+  };
+  std::set<std::string> seen;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().stem().string();
+    if (name.rfind("bad_", 0) != 0) continue;
+    INFO(name);
+    REQUIRE(refusals.count(name));
+    CHECK_THROWS_WITH(resume(e.path().string()), Catch::Contains(e.path().string() + ": ") &&
+                                                     Catch::Contains(refusals.at(name)));
+    seen.insert(name);
+  }
+  CHECK(seen.size() == refusals.size());
 }

@@ -106,6 +106,8 @@ TEST_CASE("heed seq2seq --resume refuses a tampered seq2seq_state naming the fie
     f.metadata["options"] = o.dump();
     return f;
   };
+  nn::SafetensorsFile no_moments = good;  // each parameter's moments gone: resumed silently as fresh ones
+  std::erase_if(no_moments.tensors, [](const auto& named) { return named.first.rfind("optim.", 0) == 0; });
   nn::SafetensorsFile nan_weight = good;
   for (auto& [name, t] : nan_weight.tensors)
     if (name == "model.generator.bias") t = Tensor::full(t.shape(), std::nan(""));
@@ -116,11 +118,13 @@ TEST_CASE("heed seq2seq --resume refuses a tampered seq2seq_state naming the fie
       {meta("data_rng", "[\"0\",\"0\",\"0\",\"0\"]"), {"\"data_rng\"", "all zeros"}},
       {meta("interval_loss", "nan"), {"\"interval_loss\""}},
       {meta("interval_steps", "-1"), {"\"interval_steps\""}},
+      {meta("interval_steps", "6"), {"\"interval_steps\" 6 is more than the 5 iterations done"}},
       {meta("elapsed_s", "-2"), {"\"elapsed_s\""}},
       {option("n_embd", 31), {"\"options\"", "--n-embd 31"}},
       {option("task", "sort"), {"\"options\"", "sort"}},
       {option("max_iters", 2), {"\"seq2seq_iter\" 5 is past the recorded max_iters 2"}},
       {nan_weight, {"model.generator.bias", "not finite"}},
+      {no_moments, {"missing tensor 'optim.", ".exp_avg' at iteration 5"}},
   };
   for (const auto& [file, needles] : cases) {
     INFO(needles[0]);
