@@ -34,6 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Generator data_gen(0);
     cli::restore_train_state(f, r, model, opt, data_gen, "train_state.safetensors");
     if (data_gen.state() == Generator::State{}) __builtin_trap();  // validated: never all zero
+    // Every parameter has its moments (exp_avg, exp_avg_sq) after a step, none before the first.
+    const size_t moments = r.iter > 0 ? 2 * model.named_parameters().size() : 0;
+    if (opt.state_tensors().size() != moments) __builtin_trap();
   } catch (const heed::Error&) {
   }
   return 0;

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "train_options.h"
@@ -87,18 +86,6 @@ Seq2SeqStateRecord read_seq2seq_state(const nn::SafetensorsFile& file, const std
 
 void restore_seq2seq_state(const nn::SafetensorsFile& file, const Seq2SeqStateRecord& record, nn::EncoderDecoder& model,
                            optim::Optimizer& optimizer, Generator& data_gen, const std::string& what) {
-  // Every parameter of the encoder-decoder takes part in every step's loss, so after a step each
-  // has its moments and before the first none has. The optimizer alone accepts a parameter without
-  // them as one not stepped yet and restarts its moments from zero: a state stripped of its moments
-  // resumed silently as another run (fuzz_seq2seq_state checks the restored optimizer for it).
-  std::set<std::string> names;
-  for (const auto& [name, t] : file.tensors) names.insert(name);
-  for (const auto& [name, p] : model.named_parameters()) {
-    const std::string first_moment = "optim." + name + ".exp_avg";
-    HEED_CHECK(names.count(first_moment) == (record.iter > 0 ? 1u : 0u), what, ": ",
-               record.iter > 0 ? "missing tensor '" : "unexpected tensor '", first_moment, "' at iteration ",
-               record.iter, " (every parameter has its moments after the first step, none before)");
-  }
   TrainStateRecord generators;  // what restore_train_state reads of a record: the step and the generators
   generators.iter = record.iter;
   generators.data_rng = record.data_rng;

@@ -38,8 +38,8 @@ void save_seq2seq_state(const std::string& path, nn::EncoderDecoder& model, cons
 Seq2SeqStateRecord read_seq2seq_state(const nn::SafetensorsFile& file, const std::string& what);
 
 /// Puts the state's weights, moments and generator states into the model built from the record's
-/// options, its optimizer and the data generator (checked before anything changes; after the
-/// first step every parameter must have its moments, before it none).
+/// options, its optimizer and the data generator (checked as restore_train_state checks, before
+/// anything changes).
 void restore_seq2seq_state(const nn::SafetensorsFile& file, const Seq2SeqStateRecord& record, nn::EncoderDecoder& model,
                            optim::Optimizer& optimizer, Generator& data_gen, const std::string& what);
 

@@ -175,6 +175,17 @@ void restore_train_state(const nn::SafetensorsFile& file, const TrainStateRecord
   }
   HEED_CHECK(weights.size() == params.size(), what, ": ", weights.size() - params.size(),
              " 'model.' tensors that are no parameter of the model");
+  // Every parameter of heed's models (GPT, the encoder-decoder) takes part in every step's loss,
+  // so after a step each has its moments and before the first none has. The optimizer alone
+  // takes a parameter without them for one not stepped yet and starts its moments from zero: a
+  // state stripped of its moments resumed silently as another run (fuzz_seq2seq_state and
+  // fuzz_train_state check restored runs for it).
+  std::set<std::string> moment_names;
+  for (const auto& [key, t] : moments) moment_names.insert(key);
+  for (const auto& [name, p] : params)
+    HEED_CHECK(moment_names.count(name + ".exp_avg") == (record.iter > 0 ? 1u : 0u), what, ": ",
+               record.iter > 0 ? "missing tensor 'optim." : "unexpected tensor 'optim.", name, ".exp_avg' at iteration ",
+               record.iter, " (every parameter has its moments after the first step, none before)");
   auto gens = dropout_generators(model);
   for (const auto& [path, g] : gens)
     HEED_CHECK(record.dropout_rng.count(path), what, ": no random state for dropout '", path, "'");

@@ -45,7 +45,9 @@ TrainStateRecord read_train_state(const nn::SafetensorsFile& file, const std::st
 /// Puts the state's weights into `model`, its moments into `optimizer`, and its generator states
 /// into `data_gen` and the model's Dropout modules. Checks, before changing anything: every
 /// parameter present with its shape and finite, no unknown tensor, the moments finite (second
-/// moments not negative) and accepted by the optimizer, one generator state per Dropout module.
+/// moments not negative) and accepted by the optimizer, every parameter's moments present after
+/// the first step and none before (every parameter of heed's models takes part in every step), one
+/// generator state per Dropout module.
 void restore_train_state(const nn::SafetensorsFile& file, const TrainStateRecord& record, nn::Module& model,
                          optim::Optimizer& optimizer, Generator& data_gen, const std::string& what);
 

@@ -113,6 +113,14 @@ TEST_CASE("files: a tampered train_state is refused by --resume naming the field
          std::erase_if(f.tensors, [](const auto& p) { return p.first == "model.transformer.ln_f.weight"; });
        },
        {"missing tensor 'model.transformer.ln_f.weight'"}},
+      // A state without its moments was taken for one whose parameters had not been stepped: the
+      // run resumed with the moments restarted from zero.
+      {[](nn::SafetensorsFile& f) { std::erase_if(f.tensors, [](const auto& p) { return p.first.starts_with("optim."); }); },
+       {"missing tensor 'optim.", ".exp_avg' at iteration 4"}},
+      {[](nn::SafetensorsFile& f) {
+         std::erase_if(f.tensors, [](const auto& p) { return p.first.starts_with("optim.transformer.ln_f.weight."); });
+       },
+       {"missing tensor 'optim.transformer.ln_f.weight.exp_avg' at iteration 4"}},
   };
   for (const auto& [edit, needles] : cases) {
     INFO(needles[0]);
