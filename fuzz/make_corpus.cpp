@@ -95,6 +95,10 @@ static void write_train_states(const std::string& dir) {
       if (name.find("exp_avg_sq") != std::string::npos) t = Tensor::full(t.shape(), -1.0);
   });
   save_edited(dir + "/bad_missing_weight.safetensors", f, [](nn::SafetensorsFile& g) { g.tensors.erase(g.tensors.begin()); });
+  // Once resumed with the moments restarted from zero (the optimizer took them for unstepped).
+  save_edited(dir + "/bad_missing_moments.safetensors", f, [](nn::SafetensorsFile& g) {
+    std::erase_if(g.tensors, [](const auto& named) { return named.first.rfind("optim.", 0) == 0; });
+  });
 }
 
 // The smallest seq2seq model (d_model 2, 1 head, 1 layer), then tampered copies.
