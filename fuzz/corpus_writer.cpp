@@ -60,8 +60,10 @@ static void save_edited(const std::string& path, const nn::SafetensorsFile& f,
 //   whatever order the sum adds in; a loss's products go through OpenBLAS, whose kernels (picked by
 //   the CPU, or by OPENBLAS_CORETYPE) round differently;
 // - without weight decay: p * (1 - lr * wd) - update is the one product and sum in AdamW's step
-//   that a compiler may fuse into an FMA (g++ -O3 does in the xsimd loop, clang -O1 does not),
-//   and with no decay the product is exact, so fused or not gives the same bits.
+//   that a compiler may fuse into an FMA (g++ -O3 does in the xsimd loop, clang -O1 does not: a
+//   third of the decayed weights came out 1 ulp apart), and with no decay the product is exact, so
+//   fused or not gives the same bits. What is left is correctly rounded element by element, so the
+//   vector width does not matter either (an AVX2 build writes the same bytes: fuzz/README.md).
 // The readers check the state's form (names, shapes, finite values, moments present), never how the
 // values were reached, so a seed made this way reaches as deep as one from a real step.
 static void step_on_fixed_gradients(nn::Module& model, optim::AdamW& opt) {
