@@ -470,27 +470,40 @@ Tensor attention_heads_forward(HeadsCall& c, const KeyPaddingMask* mask, Generat
   c.att = Tensor::empty({c.B, c.nh, c.Tq, c.Tk}, dtype);
   Tensor out = Tensor::empty({c.B, c.Tq, c.C}, dtype);
   visit_dtype(dtype, [&]<class T>() {
-    parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
-      // The transposed keys' scratch; a single query reads the keys in place and needs none.
-      std::vector<T> kt(c.Tq == 1 ? 0 : static_cast<size_t>(c.hd * transposed_ld<T>(c.Tk)));
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / c.nh, h = bh % c.nh;
-        head_weights_forward<T>(c.att.data<T>() + bh * c.Tq * c.Tk, c.head<T>(0, b, h), c.ld(0), c.head<T>(1, b, h),
-                                c.ld(1), mask ? mask->pad.data() + b * c.Tk : nullptr, head_bias<T>(c.bias, b, h), c,
-                                kt.data());
-      }
-    });
+    // The transposed keys' scratch; a single query reads the keys in place and needs none.
+    auto scratch = [&] { return std::vector<T>(c.Tq == 1 ? 0 : static_cast<size_t>(c.hd * transposed_ld<T>(c.Tk))); };
+    auto weights = [&](int64_t bh, T* kt) {
+      const int64_t b = bh / c.nh, h = bh % c.nh;
+      head_weights_forward<T>(c.att.data<T>() + bh * c.Tq * c.Tk, c.head<T>(0, b, h), c.ld(0), c.head<T>(1, b, h),
+                              c.ld(1), mask ? mask->pad.data() + b * c.Tk : nullptr, head_bias<T>(c.bias, b, h), c, kt);
+    };
+    auto values = [&](int64_t bh) {
+      const int64_t b = bh / c.nh, h = bh % c.nh;
+      head_values_forward<T>(out.data<T>() + b * c.Tq * c.C + h * c.hd, c.dropped.data<T>() + bh * c.Tq * c.Tk,
+                             c.head<T>(2, b, h), c.ld(2), c);
+    };
     c.dropped = c.att;
-    if (c.p > 0.0) {  // one generator, drawn row after row: serial
-      c.dropped = c.att.clone();
-      weights_dropout_forward<T>(c.dropped.data<T>(), c.p, *gen, c.B * c.nh * c.Tq, c.Tq, c.Tk, c.causal);
+    if (c.p == 0.0) {
+      // Without dropout a head's weights go straight into its weighted sum, read back from L1
+      // (16 KB at T = 64), in one pass over the heads.
+      parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
+        std::vector<T> kt = scratch();
+        for (int64_t bh = begin; bh < end; ++bh) {
+          weights(bh, kt.data());
+          values(bh);
+        }
+      });
+      return;
     }
     parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / c.nh, h = bh % c.nh;
-        head_values_forward<T>(out.data<T>() + b * c.Tq * c.C + h * c.hd, c.dropped.data<T>() + bh * c.Tq * c.Tk,
-                               c.head<T>(2, b, h), c.ld(2), c);
-      }
+      std::vector<T> kt = scratch();
+      for (int64_t bh = begin; bh < end; ++bh) weights(bh, kt.data());
+    });
+    // One generator, drawn row after row: serial, between the two passes.
+    c.dropped = c.att.clone();
+    weights_dropout_forward<T>(c.dropped.data<T>(), c.p, *gen, c.B * c.nh * c.Tq, c.Tq, c.Tk, c.causal);
+    parallel_for(c.B * c.nh, c.grain(), [&](int64_t begin, int64_t end) {
+      for (int64_t bh = begin; bh < end; ++bh) values(bh);
     });
   });
   return out;

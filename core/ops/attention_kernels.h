@@ -6,20 +6,70 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "core/ops/simd_rows.h"
 #include "core/tuning.h"
 
 namespace heed::detail::kernels {
 
+#if defined(__AVX512F__)
+// GCC 12 warns inside its own AVX-512 headers here, as in simd_rows.h: GCC bug 105593.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+/// dst (16 x 16, row stride ld_dst) = src^T, src (16 x 16, row stride ld_src): 16 rows in
+/// registers, three rounds of shuffles (pairs of lanes, quads, 128-bit quarters, halves).
+inline void transpose_16x16(float* dst, int64_t ld_dst, const float* src, int64_t ld_src) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+      t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
+}
+#pragma GCC diagnostic pop
+#endif
+
 /// dst (cols x ld_dst, only the first rows columns written) = src^T, src (rows x cols) with row
 /// stride ld_src. Entries of dst past `rows` in each row, up to ld_dst, are set to zero.
 template <class T>
 void transpose(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t rows, int64_t cols) {
+  int64_t whole_rows = 0, whole_cols = 0;  // the corner done in 16 x 16 register tiles
+#if defined(__AVX512F__)
+  // Scalar, a 64 x 32 head took 1.1 us, as long as a third of its score product (it runs for
+  // every head, forward and backward); the tiles move it 16 lanes at a time.
+  if constexpr (std::is_same_v<T, float>) {
+    whole_rows = rows / 16 * 16, whole_cols = cols / 16 * 16;
+    for (int64_t c0 = 0; c0 < whole_cols; c0 += 16)
+      for (int64_t r0 = 0; r0 < whole_rows; r0 += 16)
+        transpose_16x16(dst + c0 * ld_dst + r0, ld_dst, src + r0 * ld_src + c0, ld_src);
+  }
+#endif
   constexpr int64_t kTile = 16;  // tiles keep both sides' cache lines live while they are used
   for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
     const int64_t c1 = std::min(cols, c0 + kTile);
-    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    // Columns inside the register-tiled corner need only its rows past whole_rows.
+    for (int64_t r0 = c0 < whole_cols ? whole_rows : 0; r0 < rows; r0 += kTile) {
       const int64_t r1 = std::min(rows, r0 + kTile);
       for (int64_t c = c0; c < c1; ++c)
         for (int64_t r = r0; r < r1; ++r) dst[c * ld_dst + r] = src[r * ld_src + c];
@@ -58,7 +108,19 @@ inline void rows_block(T* out, int64_t ld_out, int64_t valid, const T* x, int64_
     const T* yk = y + k * ldy;
     Batch<T> yb[NB];
 #pragma GCC unroll 4
-    for (int b = 0; b < NB; ++b) yb[b] = Batch<T>::load_unaligned(yk + b * W);
+    for (int b = 0; b < NB; ++b) {
+      yb[b] = Batch<T>::load_unaligned(yk + b * W);
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+      // Pin the loaded row to a register. Left alone, GCC folds the load into each of the R
+      // FMAs that use it as a memory operand, so the row is read R times per k; a 512-bit load
+      // takes both of a Zen 4 core's load ports, and the loop became load-bound: p_v at the baby
+      // head (64 x 64 x 32, causal) 1.84 -> 1.40 us, at the small one (256 x 256 x 64) 76.8 ->
+      // 41.0 us (docs/performance.md). The empty asm only says the value is in a vector register.
+      typename Batch<T>::register_type reg = yb[b];
+      __asm__("" : "+v"(reg));
+      yb[b] = reg;
+#endif
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const Batch<T> xr(x[r * sxr + k * sxk]);

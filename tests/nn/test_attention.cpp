@@ -155,16 +155,21 @@ TEST_CASE("MultiHeadAttention at long contexts equals per-head matmuls and softm
     int64_t Tq, Tk;
     bool causal, cross, padded;
     DType dtype;
+    int64_t C = 24, nh = 2;
   };
   // 131 and 133 keys: three column blocks and three summation pieces, the last ones ragged;
-  // Tq != Tk aligns the causal mask bottom-right; head_dim 12 is below one AVX-512 batch.
+  // Tq != Tk aligns the causal mask bottom-right; head_dim 12 is below one AVX-512 batch. The
+  // float32 cases with head_dim 32 and 20 go through the 16 x 16 register transposes of keys and
+  // values (whole tiles, ragged rows past 128, ragged columns past 16); 64 x 32 is the baby
+  // config's head.
   for (const Case& c : {Case{131, 131, true, false, false, DType::f64}, Case{70, 133, false, true, true, DType::f64},
                         Case{70, 133, true, true, true, DType::f64}, Case{131, 131, true, false, false, DType::f32},
-                        Case{97, 97, false, false, true, DType::f64}}) {
+                        Case{97, 97, false, false, true, DType::f64}, Case{131, 131, true, false, false, DType::f32, 64},
+                        Case{70, 133, true, true, true, DType::f32, 40}, Case{64, 64, true, false, false, DType::f32, 128, 4}}) {
     INFO("Tq " << c.Tq << " Tk " << c.Tk << " causal " << c.causal << " cross " << c.cross << " padded " << c.padded
-               << " " << dtype_name(c.dtype));
-    const int64_t B = 2, C = 24;
-    nn::MultiHeadAttention m({.d_model = C, .n_head = 2, .causal = c.causal, .seed = 31});
+               << " " << dtype_name(c.dtype) << " C " << c.C << " heads " << c.nh);
+    const int64_t B = 2, C = c.C;
+    nn::MultiHeadAttention m({.d_model = C, .n_head = c.nh, .causal = c.causal, .seed = 31});
     m.to(c.dtype);
     Generator gen(32);
     Tensor xq = Tensor::randn({B, c.Tq, C}, gen).to(c.dtype).requires_grad_();
