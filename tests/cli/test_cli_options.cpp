@@ -137,7 +137,29 @@ TEST_CASE("options: sizes parse with K, M, G and T, and nonsense does not", "[cl
   CHECK(memory_limit() > 0);
 }
 
-TEST_CASE("the fuzz seeds: the valid training state and seq2seq checkpoint load, the tampered ones do not", "[cli]") {
+namespace {
+
+// Each tampered seed (bad_*) in the fuzz corpus directory `dir` (fuzz/corpus_writer.cpp writes them)
+// is refused by `load` with an error naming the file and the check it was made for: `refusals` maps
+// each seed's name to a part of that message, and lists every tampered seed there is.
+template <class Load>
+void check_refusals(const std::string& dir, const std::map<std::string, std::string>& refusals, Load load) {
+  std::set<std::string> seen;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().stem().string();
+    if (name.rfind("bad_", 0) != 0) continue;
+    INFO(name);
+    REQUIRE(refusals.count(name));
+    CHECK_THROWS_WITH(load(e.path().string()), Catch::Contains(e.path().string() + ": ") &&
+                                                   Catch::Contains(refusals.at(name)));
+    seen.insert(name);
+  }
+  CHECK(seen.size() == refusals.size());
+}
+
+}  // namespace
+
+TEST_CASE("the fuzz seeds: the valid training state and seq2seq checkpoint load, each tampered one is refused by its check", "[cli]") {
   // What fuzz/fuzz_train_state.cpp and fuzz/fuzz_seq2seq_checkpoint.cpp do with each input: a
   // valid seed must get through every check, or fuzzing would never reach the restore.
   const std::string root = std::string(HEED_SOURCE_DIR) + "/fuzz/corpus/";
@@ -156,10 +178,21 @@ TEST_CASE("the fuzz seeds: the valid training state and seq2seq checkpoint load,
     return load_seq2seq(nn::load_safetensors(path), path, o) != nullptr;
   };
   CHECK(load_s2s(root + "seq2seq_checkpoint/valid.safetensors"));
-  for (const auto& e : std::filesystem::directory_iterator(root + "train_state"))
-    if (e.path().filename().string().rfind("bad_", 0) == 0) CHECK_THROWS_AS(load_state(e.path().string()), Error);
-  for (const auto& e : std::filesystem::directory_iterator(root + "seq2seq_checkpoint"))
-    if (e.path().filename().string().rfind("bad_", 0) == 0) CHECK_THROWS_AS(load_s2s(e.path().string()), Error);
+  check_refusals(root + "train_state", {{"bad_iter", "\"iter\" is -3"},
+                                        {"bad_optimizer_step", "\"optimizer_step\" 2 differs"},
+                                        {"bad_rng", "\"data_rng\": a random state of all zeros"},
+                                        {"bad_dropout_rng", "no random state for dropout"},
+                                        {"bad_options", "--n-layer -1: must be in"},
+                                        {"bad_last_eval", "\"last_eval\" must be the log line of the evaluation at iteration 1"},
+                                        {"bad_moment", "negative second moment"},
+                                        {"bad_missing_weight", "missing tensor 'model."},
+                                        {"bad_missing_moments", "missing tensor 'optim."}},
+                 load_state);
+  check_refusals(root + "seq2seq_checkpoint", {{"bad_huge_config", "but d_model 4096 and n_layer 64 need"},
+                                               {"bad_task", "unknown task 'sort'"},
+                                               {"bad_nan", "is not finite"},
+                                               {"bad_renamed", "missing tensor 'generator.bias'"}},
+                 load_s2s);
 }
 
 namespace {
@@ -191,7 +224,7 @@ TEST_CASE("the fuzz seeds: the valid seq2seq training state restores, each tampe
   const std::string dir = std::string(HEED_SOURCE_DIR) + "/fuzz/corpus/seq2seq_state/";
   auto resume = [](const std::string& path) { return resume_seq2seq_from(heed::test::read_file(path), path); };
   CHECK(resume(dir + "valid.safetensors") == 1);
-  // Each tampered copy (fuzz/make_corpus.cpp) is refused by the check it was made for.
+  // Each tampered copy (fuzz/corpus_writer.cpp) is refused by the check it was made for.
   const std::map<std::string, std::string> refusals = {
       {"bad_iter", "\"seq2seq_iter\" is -3"},
       {"bad_optimizer_step", "\"optimizer_step\" 2 differs"},
@@ -205,15 +238,5 @@ TEST_CASE("the fuzz seeds: the valid seq2seq training state restores, each tampe
       {"bad_interval_steps", "\"interval_steps\" 2 is more than the 1 iterations done"},
       {"bad_missing_moments", "missing tensor 'optim."},
   };
-  std::set<std::string> seen;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const std::string name = e.path().stem().string();
-    if (name.rfind("bad_", 0) != 0) continue;
-    INFO(name);
-    REQUIRE(refusals.count(name));
-    CHECK_THROWS_WITH(resume(e.path().string()), Catch::Contains(e.path().string() + ": ") &&
-                                                     Catch::Contains(refusals.at(name)));
-    seen.insert(name);
-  }
-  CHECK(seen.size() == refusals.size());
+  check_refusals(dir, refusals, resume);
 }
