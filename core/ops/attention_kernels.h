@@ -8,46 +8,20 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "core/ops/simd_rows.h"
+#include "core/ops/transpose16.h"
 #include "core/tuning.h"
 
 namespace heed::detail::kernels {
 
 #if defined(__AVX512F__)
-// GCC 12 warns inside its own AVX-512 headers here, as in simd_rows.h: GCC bug 105593.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-/// dst (16 x 16, row stride ld_dst) = src^T, src (16 x 16, row stride ld_src): 16 rows in
-/// registers, three rounds of shuffles (pairs of lanes, quads, 128-bit quarters, halves).
+/// dst (16 x 16, row stride ld_dst) = src^T, src (16 x 16, row stride ld_src), in registers.
 inline void transpose_16x16(float* dst, int64_t ld_dst, const float* src, int64_t ld_src) {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j) {
-      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
-      t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
-    }
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
-  }
-  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
+  __m512i r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_castps_si512(_mm512_loadu_ps(src + i * ld_src));
+  transpose16(r);
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld_dst, _mm512_castsi512_ps(r[i]));
 }
-#pragma GCC diagnostic pop
 #endif
 
 /// dst (cols x ld_dst, only the first rows columns written) = src^T, src (rows x cols) with row

@@ -31,6 +31,7 @@
 #include "core/check.h"
 #include "core/cpu.h"
 #include "core/ops/bf16.h"
+#include "core/ops/transpose16.h"
 #include "core/parallel.h"
 #include "core/tuning.h"
 
@@ -175,33 +176,6 @@ HEED_TARGET_AVX512BW inline __m512i row_chunk(const float* x, int64_t q, int64_t
                                 _mm512_maskz_loadu_ps(first_lanes(kb - k - 16), x + k + 16));
 }
 
-// Transposes 16 x 16 words held as 16 rows: r[i] word j becomes r[j] word i.
-HEED_TARGET_AVX512BW inline void transpose16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int i = 0; i < 4; ++i) {  // 128-bit lanes: first between rows 4 apart, then 8 apart
-    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-    r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
-    r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
-  }
-}
-
 // A source contiguous along k, by row: each row's chunks are whole vectors.
 template <int64_t R>
 HEED_TARGET_AVX512BW void pack_k_contiguous_by_row(const Source& src, int64_t r0, int64_t rows, int64_t k0, int64_t kb,
@@ -230,7 +204,7 @@ HEED_TARGET_AVX512BW void pack_k_contiguous_by_pair(const Source& src, int64_t r
           const int64_t row = s * R + g + i;
           w[i] = row < rows ? row_chunk(src.data + (r0 + row) * src.ld + k0, q, kb) : _mm512_setzero_si512();
         }
-        transpose16(w);
+        detail::transpose16(w);
         for (int64_t u = 0; u < kChunk; ++u) _mm512_store_si512(dst + q * kChunk * R + u * R + g, w[u]);
       }
 }
