@@ -12,6 +12,7 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/tuning.h"
+#include "core/ops/normal_cdf.h"
 #include "core/ops/strided.h"
 
 namespace heed {
@@ -287,20 +288,12 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor gelu(const Tensor& a) {
-  // gelu(x) = x Phi(x), Phi the standard normal CDF = 0.5 (1 + erf(x / sqrt 2)).
-  Tensor out = simd_unary_map(a, [](auto x) {
-    using std::erf;
-    using T = decltype(x);
-    return T(0.5) * x * (T(1) + erf(x * T(std::numbers::sqrt2 / 2)));
-  });
+  // gelu(x) = x Phi(x), Phi the standard normal CDF (core/ops/normal_cdf.h: why not via erf).
+  Tensor out = simd_unary_map(a, [](auto x) { return x * detail::normal_cdf_pdf(x).cdf; });
   // d gelu = Phi(x) + x phi(x), phi the standard normal density.
   return record("gelu", out, {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{simd_binary_map(g, a, "gelu_backward", [](auto gv, auto x) {
-      using std::erf;
-      using std::exp;
-      using T = decltype(x);
-      const T cdf = T(0.5) * (T(1) + erf(x * T(std::numbers::sqrt2 / 2)));
-      const T pdf = exp(T(-0.5) * x * x) * T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
+      const auto [cdf, pdf] = detail::normal_cdf_pdf(x);
       return gv * (cdf + x * pdf);
     })};
   });
