@@ -120,9 +120,7 @@ TEST_CASE("SIGKILL of the whole mpirun job, then --resume with another process c
   const std::vector<pid_t> ranks = children_of(job);
   REQUIRE(ranks.size() == 3);
   std::vector<std::string> segments;  // left in /dev/shm by a killed mpirun: removed below
-  for (pid_t rank : ranks)
-    for (const std::string& file : shm_segments_of(rank))
-      if (std::find(segments.begin(), segments.end(), file) == segments.end()) segments.push_back(file);
+  for (pid_t rank : ranks) segments = cat(segments, shm_segments_of(rank));
   for (pid_t rank : ranks) ::kill(rank, SIGKILL);
   ::kill(job, SIGKILL);
   ProcessResult killed;
@@ -130,7 +128,7 @@ TEST_CASE("SIGKILL of the whole mpirun job, then --resume with another process c
   REQUIRE(killed.signal == SIGKILL);
   for (pid_t rank : ranks) REQUIRE(wait_exited(rank, 30));  // until then rank 0 still holds the run's lock
   for (const std::string& file : segments) {
-    std::error_code ignored;  // a segment already gone is fine
+    std::error_code ignored;  // a segment already gone (each rank maps its peers' too) is fine
     std::filesystem::remove(file, ignored);
   }
   // The recipe is the run's: another A is refused; another N is not.
