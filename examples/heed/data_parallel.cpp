@@ -27,6 +27,24 @@ void print_error(std::string msg) {
   std::fflush(stderr);
 }
 
+// How long a rank other than 0 that failed waits for the job to end before it reports its own
+// error. When rank 0 meets the same error, its MPI_Abort reaches this rank as mpirun's SIGCONT
+// (then SIGTERM) within milliseconds, so the wait is cut short; the full wait only passes for an error of this
+// rank alone (which then ends the job this much later), or if rank 0 runs this far behind on a
+// loaded machine (sanitizers, more ranks than cores).
+constexpr std::chrono::seconds kWaitForRankZero{10};
+
+// Whether mpirun signals this rank (a stop signal under mpirun: it is ending the job because
+// another rank called MPI_Abort or died, or on Ctrl-C) within `limit`, or did already.
+bool job_ends_within(std::chrono::steady_clock::duration limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (g_stop_signal == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 }  // namespace
 
 int on_processes(const std::function<int(dist::Communicator&)>& command) {
@@ -45,11 +63,14 @@ int on_processes(const std::function<int(dist::Communicator&)>& command) {
     }
   }
   world.set_stop_check([] { return g_stop_signal != 0; });
-  // A failure ends the job at once from rank 0. Another rank waits a moment first: when rank 0 meets
-  // the same error (a refusal of the options, a checksum mismatch: every rank throws alike), its
-  // MPI_Abort ends this rank before it repeats the line; an error of its own is printed after it.
+  // A failure ends the job at once from rank 0. Another rank first waits for rank 0: when rank 0
+  // meets the same error (a refusal of the options, a checksum mismatch: every rank throws alike),
+  // mpirun ends the job after rank 0's MPI_Abort, and this rank leaves without a word; an error of
+  // its own is printed when the wait is over. It must not wait for mpirun's SIGKILL instead: that
+  // comes odls_base_sigkill_timeout seconds after the SIGTERM (1 by default, more when a user gives
+  // large models' saves more time), and a rank still alive by then repeated rank 0's line.
   auto fail = [&](int exit_code, const std::string& msg, bool name_rank) {
-    if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+    if (rank != 0 && job_ends_within(kWaitForRankZero)) std::_Exit(exit_code);  // rank 0 has said it
     print_error(name_rank || rank != 0 ? "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + msg
                                        : msg);
     world.abort(exit_code);

@@ -34,9 +34,10 @@ namespace heed::cli {
 /// the job. Under mpirun it joins the job first (dist::Runtime), sends the standard output of ranks
 /// other than 0 to /dev/null, and makes every failure end the whole job (MPI_Abort): rank 0 at
 /// once, printing "heed: error: MSG" for a refusal of the options and "heed: error: rank 0 of N:
-/// MSG" otherwise; another rank two seconds later, so that an error every rank meets is printed
-/// once. A stop (exit code above 128) ends the process at once, without MPI_Finalize (mpirun kills
-/// the ranks two seconds after Ctrl-C, and finalizing then takes longer). Without mpirun it only
+/// MSG" otherwise; another rank only if mpirun has not begun to end the job ten seconds later, so
+/// that an error every rank meets is printed once, by rank 0 (the others leave without a word).
+/// A stop (exit code above 128) ends the process at once, without MPI_Finalize (mpirun kills the
+/// ranks two seconds after Ctrl-C, and finalizing then takes longer). Without mpirun it only
 /// calls `command` with a one-process world and loads no MPI library.
 int on_processes(const std::function<int(dist::Communicator&)>& command);
 

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -84,6 +85,22 @@ inline bool wait_exited(pid_t pid, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+/// The shared-memory segments of Open MPI (/dev/shm/vader_segment.*) that process `pid` has
+/// mapped: its own and its peers'. mpirun deletes them when the job ends, so never when it is
+/// SIGKILLed (3 files of 4 MiB per killed job of 3 ranks stayed).
+inline std::vector<std::string> shm_segments_of(pid_t pid) {
+  std::vector<std::string> out;
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t at = line.find("/dev/shm/vader_segment.");
+    if (at == std::string::npos) continue;
+    const std::string path = line.substr(at, line.find(' ', at) - at);  // without " (deleted)"
+    if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+  }
+  return out;
 }
 
 /// The rank mpirun gave process `pid` (OMPI_COMM_WORLD_RANK in its environment), or -1.
