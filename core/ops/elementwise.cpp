@@ -6,7 +6,6 @@
 #include <xsimd/xsimd.hpp>
 
 #include <cmath>
-#include <numbers>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -91,8 +90,8 @@ static Tensor unary_map(const Tensor& a, F f) {
 }
 
 // out = f(a) (or f(a, b) for same-shaped a, b) with xsimd batches over contiguous data, for
-// functions the compiler cannot vectorise itself (erf, exp, tanh). `f` must accept both T and
-// xsimd::batch<T>: write its calls unqualified after `using std::erf;` so ADL picks xsimd's.
+// functions the compiler cannot vectorise itself (exp, tanh, the normal CDF). `f` must accept both
+// T and xsimd::batch<T>: write its calls unqualified after `using std::exp;` so ADL picks xsimd's.
 // Blocks of tuning().elementwise_block elements (a multiple of any batch width, so only the very
 // end takes the scalar tail) spread over the threads, each thread's share at least
 // tuning().elementwise_grain elements: about 10 us of a plain add at this core's streaming rate,
@@ -131,7 +130,7 @@ static Tensor simd_binary_map(const Tensor& a, const Tensor& b, const char* op, 
 
 // Arithmetic (f written for both T and xsimd batches): same-shaped contiguous operands, the
 // common case (residual adds, gradient sums), take simd_binary_map; strided views go through
-// binary_map's row loops rather than being copied first, as they would be for erf or exp.
+// binary_map's row loops rather than being copied first, as they would be for exp or tanh.
 template <class F>
 static Tensor arithmetic_map(const Tensor& a, const Tensor& b, const char* op, F f) {
   if (!a.is_contiguous() || !b.is_contiguous()) return binary_map(a, b, op, f);
