@@ -19,7 +19,6 @@
 #pragma once
 
 #include <bit>
-#include <cmath>
 #include <numbers>
 #include <type_traits>
 

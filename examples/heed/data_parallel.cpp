@@ -29,9 +29,9 @@ void print_error(std::string msg) {
 
 // How long a rank other than 0 that failed waits for the job to end before it reports its own
 // error. When rank 0 meets the same error, its MPI_Abort reaches this rank as mpirun's SIGCONT
-// (then SIGTERM) within milliseconds, so the wait is cut short; the full wait only passes for an error of this
-// rank alone (which then ends the job this much later), or if rank 0 runs this far behind on a
-// loaded machine (sanitizers, more ranks than cores).
+// (then SIGTERM) within milliseconds, so the wait is cut short; the full wait only passes for an
+// error of this rank alone (which then ends the job this much later), or if rank 0 runs this far
+// behind on a loaded machine (sanitizers, more ranks than cores).
 constexpr std::chrono::seconds kWaitForRankZero{10};
 
 // Whether mpirun signals this rank (a stop signal under mpirun: it is ending the job because
