@@ -1,8 +1,9 @@
-// Matrix products on cblas_?gemm: matmul (2-D and batched, with NumPy-broadcast batch axes) and
-// linear (PyTorch's F.linear), each forward followed by its backward.
+// Matrix products: matmul (2-D and batched, with NumPy-broadcast batch axes) and linear (PyTorch's
+// F.linear), each forward followed by its backward. float products run on oneDNN's sgemm
+// (core/ops/sgemm.h), float64 ones and one-row products on OpenBLAS's cblas_?gemm / ?gemv.
 //
 // Nothing is copied when the last two axes of an operand are a row-major matrix with a leading
-// dimension or the transpose of one: BLAS reads it in place through its transpose flag and
+// dimension or the transpose of one: the kernel reads it in place through its transpose flag and
 // lda/ldb. Batch axes are walked with per-operand strides (0 where an operand broadcasts), and the
 // gradient of a broadcast operand is summed by gemm itself (beta = 1 on repeat visits).
 // <cblas.h> lives in this file and core/parallel.cpp only: it clashes with xtensor-blas
@@ -21,6 +22,7 @@
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/ops/sgemm.h"
 #include "core/ops/simd_rows.h"
 #include "core/parallel.h"
 #include "core/tuning.h"
@@ -180,7 +182,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
-      cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, pa, LDA, pb, LDB, beta, pc, LDC);
+      detail::sgemm(ta, tb, M, N, K, pa, lda, pb, ldb, beta, pc, ldc);
     } else {
       cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, pa, LDA, pb, LDB, beta, pc, LDC);
     }
@@ -209,7 +211,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       return;
     }
   }
-  // OpenBLAS runs single-threaded (see core/parallel.cpp); the pool splits the larger of C's two
+  // The kernels run single-threaded (see core/parallel.cpp and core/ops/sgemm.cpp); the pool splits the larger of C's two
   // sides into independent products of at least tuning().gemm_grain_macs multiply-adds
   // (core/tuning.h: about 10 us at this core's FMA peak). A one-row product (gemv above) reads
   // each element of op(B) once: memory-bound, so its grain is the streaming pass's, in elements.
