@@ -21,6 +21,7 @@
 
 #include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/cpu.h"
 #include "core/ops.h"
 #include "core/ops/sgemm.h"
 #include "core/ops/simd_rows.h"
@@ -182,7 +183,11 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
-      detail::sgemm(ta, tb, M, N, K, pa, lda, pb, ldb, beta, pc, ldc);
+      if (detail::sgemm_on_onednn()) {
+        detail::sgemm(ta, tb, M, N, K, pa, lda, pb, ldb, beta, pc, ldc);
+      } else {
+        cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, pa, LDA, pb, LDB, beta, pc, LDC);
+      }
     } else {
       cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, pa, LDA, pb, LDB, beta, pc, LDC);
     }
@@ -217,6 +222,30 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   // each element of op(B) once: memory-bound, so its grain is the streaming pass's, in elements.
   const int64_t grain = m == 1 ? tuning().elementwise_grain : tuning().gemm_grain_macs;
   const int64_t per_row = n * k, per_col = m * k;
+  if constexpr (std::is_same_v<T, float>) {
+    if (detail::sgemm_on_onednn()) {
+      // oneDNN's bits for an element of C depend on the piece of C a call covers (core/ops/sgemm.h),
+      // so its pieces follow from the product's shape and the cores this process may use, never
+      // from the thread count or a measured rate: one per core at most, each of at least
+      // kSgemmMinPiece rows (columns) and kSgemmPieceMacs multiply-adds. With fewer threads than
+      // pieces a thread runs several, one after the other.
+      const bool by_rows = m >= n;
+      const int64_t side = by_rows ? m : n, per_line = by_rows ? per_row : per_col;
+      const int64_t pieces = std::clamp<int64_t>(
+          std::min(side / detail::kSgemmMinPiece, side * per_line / detail::kSgemmPieceMacs), 1, cpu_info().cores);
+      parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t s0 = side * p / pieces, s1 = side * (p + 1) / pieces;
+          if (by_rows) {
+            call(s0, s1, 0, n);
+          } else {
+            call(0, m, s0, s1);
+          }
+        }
+      });
+      return;
+    }
+  }
   if (m >= n) {
     parallel_for(m, std::max<int64_t>(1, grain / per_row), [&](int64_t r0, int64_t r1) { call(r0, r1, 0, n); });
   } else {

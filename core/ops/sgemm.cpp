@@ -5,6 +5,7 @@
 #include <dnnl.h>
 
 #include "core/check.h"
+#include "core/cpu.h"
 
 namespace heed::detail {
 namespace {
@@ -25,6 +26,11 @@ void one_openmp_thread_on_this_thread() {
 }
 
 }  // namespace
+
+bool sgemm_on_onednn() {
+  static const bool on = cpu_info().avx512f;
+  return on;
+}
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

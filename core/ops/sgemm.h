@@ -5,16 +5,33 @@
 //
 //   C (m x n) = op(A) (m x k) @ op(B) (k x n) + beta C,   op(X) = X or X^T,   beta 0 or 1.
 //
-// Why oneDNN and not OpenBLAS (which keeps the float64 products and the one-row ones): on an AMD
-// EPYC Zen 4 core its sgemm ran heed's Linear shapes 10-12 % faster in cache, and the training
-// step 4-9 % faster (docs/performance.md, "fp32 products on oneDNN"). Each element of C gets the
-// same bits whatever rows or columns of C the call covers (the k-blocking does not depend on m
-// or n), so a product's result does not depend on how the pool split it, or on the thread count.
+// Why oneDNN and not OpenBLAS (which keeps the float64 products, the one-row ones, and fp32 on CPUs
+// without AVX-512): on an AMD EPYC Zen 4 core its sgemm ran heed's Linear shapes 10-12 % faster in
+// cache, and the training step 5-11 % faster (docs/performance.md, "fp32 products on oneDNN").
+//
+// matmul splits a product's rows or columns over the threads, and no bit may depend on the thread
+// count. oneDNN's kernels choose their order of summation from the shape of the piece of C a call
+// covers (measured with its AVX-512 kernels: pieces of fewer than 16 rows, or of few rows and
+// some columns, sum in another order than the whole product; with its AVX2 kernels, almost any
+// piece does), so matmul cuts a product into pieces that follow from its shape and the machine's
+// cores alone (core/ops/matmul.cpp), whatever the thread count; tests/core/test_sgemm.cpp checks
+// 1 to 7 threads. The same machine and CPU set give the same bits; another one may not, as with
+// any BLAS.
 #pragma once
 
 #include <cstdint>
 
 namespace heed::detail {
+
+/// The smallest piece of a product that matmul hands to sgemm() when it splits one: rows (or
+/// columns), and multiply-adds. Fixed, not measured: the bits depend on them. 2^19 multiply-adds
+/// are 4-10 us on a core of 50-130 GFLOP/s, longer than handing a piece to a thread (~1 us).
+inline constexpr int64_t kSgemmMinPiece = 16;
+inline constexpr int64_t kSgemmPieceMacs = int64_t{1} << 19;
+
+/// Whether fp32 products run on sgemm() here: the CPU has AVX-512 (core/cpu.h), where oneDNN was
+/// measured faster than OpenBLAS. Otherwise matmul calls OpenBLAS's cblas_sgemm, as for float64.
+bool sgemm_on_onednn();
 
 /// C = op(A) op(B) + beta C on the calling thread. beta 0: C is only written (it may hold
 /// anything, NaN included); beta 1: C accumulates. Throws heed::Error if oneDNN refuses the call

@@ -1,0 +1,121 @@
+// The fp32 product kernel (core/ops/sgemm.h, oneDNN's sgemm) on raw buffers: values against a
+// float64 product with a rounding-error bound, every transpose, leading dimensions wider than the
+// matrix, beta 0 over a C full of NaN and beta 1; and fp32 matmul's bits on any thread count,
+// which its fixed pieces (core/ops/matmul.cpp) are for.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/ops/sgemm.h"
+#include "core/parallel.h"
+#include "support/helpers.h"
+
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+};
+
+// A stored (possibly transposed) operand: op(X) is rows x cols, X is stored row-major with
+// leading dimension ld >= its stored row length.
+struct Operand {
+  bool trans;
+  int64_t rows, cols, ld;
+  std::vector<float> data;
+  float at(int64_t i, int64_t j) const { return trans ? data[j * ld + i] : data[i * ld + j]; }
+};
+
+Operand random_operand(bool trans, int64_t rows, int64_t cols, int64_t pad, std::mt19937& gen) {
+  std::normal_distribution<float> normal;
+  const int64_t stored_rows = trans ? cols : rows, stored_cols = trans ? rows : cols;
+  Operand x{trans, rows, cols, stored_cols + pad, {}};
+  x.data.assign(static_cast<size_t>(stored_rows * x.ld), std::numeric_limits<float>::quiet_NaN());  // padding: NaN
+  for (int64_t r = 0; r < stored_rows; ++r)
+    for (int64_t c = 0; c < stored_cols; ++c) x.data[r * x.ld + c] = normal(gen);
+  return x;
+}
+
+void sgemm(const Operand& a, const Operand& b, float beta, float* c, int64_t ldc) {
+  heed::detail::sgemm(a.trans, b.trans, a.rows, b.cols, a.cols, a.data.data(), a.ld, b.data.data(), b.ld, beta, c, ldc);
+}
+
+}  // namespace
+
+TEST_CASE("fp32 products are within float rounding of the float64 product: every transpose, wide leading dims, beta 0 and 1",
+          "[matmul][sgemm]") {
+  std::mt19937 gen(11);
+  for (const Case& s : {Case{37, 29, 53}, Case{64, 64, 128}, Case{5, 70, 1}, Case{130, 3, 200}}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        const Operand a = random_operand(ta, s.m, s.k, 3, gen), b = random_operand(tb, s.k, s.n, 5, gen);
+        const int64_t ldc = s.n + 2;
+        for (const float beta : {0.0f, 1.0f}) {
+          std::vector<float> c(static_cast<size_t>(s.m * ldc), std::numeric_limits<float>::quiet_NaN());
+          std::vector<float> before(c.size());
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) c[i * ldc + j] = beta == 0.0f ? std::nanf("") : 0.5f * static_cast<float>(i - j);
+          before = c;
+          sgemm(a, b, beta, c.data(), ldc);
+          for (int64_t i = 0; i < s.m; ++i) {
+            for (int64_t j = 0; j < s.n; ++j) {
+              double ref = beta == 0.0f ? 0.0 : before[i * ldc + j], magnitude = std::fabs(ref);
+              for (int64_t p = 0; p < s.k; ++p) {
+                const double term = static_cast<double>(a.at(i, p)) * b.at(p, j);
+                ref += term;
+                magnitude += std::fabs(term);
+              }
+              // Any order of k + 1 float additions: |error| <= (k + 1) u sum |terms| (u = 2^-24),
+              // plus rounding the result.
+              const double bound = (static_cast<double>(s.k) + 2.0) * 0x1p-24 * magnitude;
+              INFO("m " << s.m << " n " << s.n << " k " << s.k << " ta " << ta << " tb " << tb << " beta " << beta << " at ("
+                        << i << ", " << j << ")");
+              REQUIRE(std::fabs(c[i * ldc + j] - ref) <= bound);
+            }
+            for (int64_t j = s.n; j < ldc; ++j) REQUIRE(std::isnan(c[i * ldc + j]));  // C's padding untouched
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fp32 products refuse a leading dimension shorter than the matrix's row", "[matmul][sgemm]") {
+  std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 0.0f);
+  REQUIRE_THROWS(heed::detail::sgemm(false, false, 4, 4, 4, a.data(), 3, b.data(), 4, 0.0f, c.data(), 4));
+}
+
+TEST_CASE("fp32 matmul gives the same bits on 1, 2, 3, 4 and 7 threads, thin and wide products included", "[matmul][parallel]") {
+  // Shapes whose rows are each above the GEMM grain (so a split would make one-row pieces without
+  // kSgemmMinPiece), with fewer rows than two pieces, with more columns than rows, and Linear's.
+  const int saved_threads = heed::num_threads();
+  struct Product {
+    heed::Shape a, b;
+  };
+  const std::vector<Product> products = {{{100, 1024}, {1024, 1024}}, {{20, 2048}, {2048, 512}}, {{33, 64}, {64, 3000}},
+                                         {{768, 128}, {128, 512}}, {{40, 700}, {700, 9}}};
+  for (const Product& p : products) {
+    heed::Generator gen(7);
+    const heed::Tensor a = heed::Tensor::randn(p.a, gen), b = heed::Tensor::randn(p.b, gen);
+    // Each operand as stored, and as the transpose of a stored matrix (read through the kernel's
+    // transpose flag): x W^T, Linear's forward, is the latter for b.
+    const heed::Tensor at = heed::transpose(heed::transpose(a, 0, 1).contiguous(), 0, 1);
+    const heed::Tensor bt = heed::transpose(heed::transpose(b, 0, 1).contiguous(), 0, 1);
+    for (const auto& [x, y] : {std::pair{a, b}, std::pair{a, bt}, std::pair{at, b}}) {
+      std::vector<float> one;
+      for (const int threads : {1, 2, 3, 4, 7}) {
+        heed::set_num_threads(threads);
+        const std::vector<float> c = heed::matmul(x, y).to_vector<float>();
+        if (threads == 1) one = c;
+        INFO(heed::to_string(p.a) << " @ " << heed::to_string(p.b) << " (a transposed " << !x.is_contiguous() << ", b "
+                                  << !y.is_contiguous() << ") on " << threads << " threads");
+        REQUIRE(std::memcmp(one.data(), c.data(), c.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  heed::set_num_threads(saved_threads);
+}
