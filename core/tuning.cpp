@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cpu.h"
+#include "core/ops/sgemm.h"
 
 namespace heed {
 namespace {
@@ -50,6 +51,11 @@ std::string tuning_json() {
   // The quick rates the sizes come from (cpu_peaks() in the "cpu" object is the careful measure).
   j["fp32_fma_gflops"] = std::round(cpu_quick_rates().fp32_fma_gflops * 10.0) / 10.0;
   j["stream_gbytes"] = std::round(cpu_quick_rates().stream_gbytes * 10.0) / 10.0;
+  j["fp32_products"] = detail::fp32_product_kernel();
+  if (detail::sgemm_on_onednn()) {  // fixed, not derived: oneDNN's bits depend on its pieces (core/ops/sgemm.h)
+    j["fp32_piece_macs"] = detail::kSgemmPieceMacs;
+    j["fp32_min_piece"] = detail::kSgemmMinPiece;
+  }
   j["gemm_grain_macs"] = t.gemm_grain_macs;
   j["attention_grain_macs"] = t.attention_grain_macs;
   j["side_by_side_macs"] = t.side_by_side_macs;

@@ -35,7 +35,8 @@ constexpr double kMinChunkSeconds = 2.5e-6;
 constexpr double kMinProductChunkSeconds = 10e-6;
 
 struct Tuning {
-  /// fp32 multiply-adds per chunk of a BLAS GEMM split over threads (matmul.cpp):
+  /// fp32 multiply-adds per chunk of an OpenBLAS product split over threads (matmul.cpp: float64,
+  /// and float32 without AVX-512; oneDNN's float32 pieces are fixed, core/ops/sgemm.h):
   /// kMinProductChunkSeconds at the fp32 FMA peak (half of its flops, one per multiply-add).
   int64_t gemm_grain_macs = 0;
   /// Multiply-adds per chunk of attention's per-head product kernels (attention.cpp): those run

@@ -32,6 +32,13 @@ bool sgemm_on_onednn() {
   return on;
 }
 
+std::string fp32_product_kernel() {
+  if (!sgemm_on_onednn()) return "OpenBLAS cblas_sgemm";
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         " dnnl_sgemm";
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   one_openmp_thread_on_this_thread();

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace heed::detail {
 
@@ -32,6 +33,10 @@ inline constexpr int64_t kSgemmPieceMacs = int64_t{1} << 19;
 /// Whether fp32 products run on sgemm() here: the CPU has AVX-512 (core/cpu.h), where oneDNN was
 /// measured faster than OpenBLAS. Otherwise matmul calls OpenBLAS's cblas_sgemm, as for float64.
 bool sgemm_on_onednn();
+
+/// Which code runs fp32 products here, with its version ("oneDNN 2.6.3 dnnl_sgemm" or "OpenBLAS
+/// cblas_sgemm"), for `heed bench`'s report (core/tuning.h, tuning_json).
+std::string fp32_product_kernel();
 
 /// C = op(A) op(B) + beta C on the calling thread. beta 0: C is only written (it may hold
 /// anything, NaN included); beta 1: C accumulates. Throws heed::Error if oneDNN refuses the call

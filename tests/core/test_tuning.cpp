@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cpu.h"
+#include "core/ops/sgemm.h"
 #include "core/tuning.h"
 
 using namespace heed;
@@ -58,6 +59,13 @@ TEST_CASE("tuning_json holds every derived size", "[tuning]") {
   CHECK(j.at("min_chunk_seconds").get<double>() == kMinChunkSeconds);
   CHECK(j.at("min_product_chunk_seconds").get<double>() == kMinProductChunkSeconds);
   CHECK(j.at("gemm_grain_macs") == t.gemm_grain_macs);
+  // Which kernel runs fp32 products, and oneDNN's fixed pieces where it does.
+  const std::string kernel = j.at("fp32_products").get<std::string>();
+  CHECK(kernel.rfind(detail::sgemm_on_onednn() ? "oneDNN " : "OpenBLAS", 0) == 0);
+  if (detail::sgemm_on_onednn()) {
+    CHECK(j.at("fp32_piece_macs") == detail::kSgemmPieceMacs);
+    CHECK(j.at("fp32_min_piece") == detail::kSgemmMinPiece);
+  }
   CHECK(j.at("attention_grain_macs") == t.attention_grain_macs);
   CHECK(j.at("side_by_side_macs") == t.side_by_side_macs);
   CHECK(j.at("elementwise_grain") == t.elementwise_grain);
