@@ -216,11 +216,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       return;
     }
   }
-  // The kernels run single-threaded (see core/parallel.cpp and core/ops/sgemm.cpp); the pool splits the larger of C's two
-  // sides into independent products of at least tuning().gemm_grain_macs multiply-adds
-  // (core/tuning.h: about 10 us at this core's FMA peak). A one-row product (gemv above) reads
-  // each element of op(B) once: memory-bound, so its grain is the streaming pass's, in elements.
-  const int64_t grain = m == 1 ? tuning().elementwise_grain : tuning().gemm_grain_macs;
+  // The kernels run single-threaded (core/parallel.cpp, core/ops/sgemm.cpp); the pool splits the
+  // larger of C's two sides into independent products.
   const int64_t per_row = n * k, per_col = m * k;
   if constexpr (std::is_same_v<T, float>) {
     if (detail::sgemm_on_onednn()) {
@@ -231,8 +228,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       // pieces a thread runs several, one after the other.
       const bool by_rows = m >= n;
       const int64_t side = by_rows ? m : n, per_line = by_rows ? per_row : per_col;
-      const int64_t pieces = std::clamp<int64_t>(
-          std::min(side / detail::kSgemmMinPiece, side * per_line / detail::kSgemmPieceMacs), 1, cpu_info().cores);
+      const int64_t lines = std::max(detail::kSgemmMinPiece, (detail::kSgemmPieceMacs + per_line - 1) / per_line);
+      const int64_t pieces = std::clamp<int64_t>(side / lines, 1, cpu_info().cores);
       parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t s0 = side * p / pieces, s1 = side * (p + 1) / pieces;
@@ -246,6 +243,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       return;
     }
   }
+  // OpenBLAS: chunks of at least tuning().gemm_grain_macs multiply-adds (core/tuning.h: about 10 us
+  // at this core's FMA peak). A one-row product (gemv above) reads each element of op(B) once:
+  // memory-bound, so its grain is the streaming pass's, in elements.
+  const int64_t grain = m == 1 ? tuning().elementwise_grain : tuning().gemm_grain_macs;
   if (m >= n) {
     parallel_for(m, std::max<int64_t>(1, grain / per_row), [&](int64_t r0, int64_t r1) { call(r0, r1, 0, n); });
   } else {
