@@ -4,6 +4,9 @@
 #include <dlfcn.h>
 #include <dnnl.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "core/check.h"
 #include "core/cpu.h"
 
@@ -28,7 +31,13 @@ void one_openmp_thread_on_this_thread() {
 }  // namespace
 
 bool sgemm_on_onednn() {
-  static const bool on = cpu_info().avx512f;
+  static const bool on = [] {
+    const char* choice = std::getenv("HEED_FP32_PRODUCTS");
+    const std::string_view v = choice ? choice : "";
+    HEED_CHECK(v.empty() || v == "onednn" || v == "openblas",
+               "HEED_FP32_PRODUCTS: expected onednn or openblas (or unset), got '", v, "'");
+    return v.empty() ? cpu_info().avx512f : v == "onednn";
+  }();
   return on;
 }
 

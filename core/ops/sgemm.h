@@ -30,8 +30,10 @@ namespace heed::detail {
 inline constexpr int64_t kSgemmMinPiece = 16;
 inline constexpr int64_t kSgemmPieceMacs = int64_t{1} << 19;
 
-/// Whether fp32 products run on sgemm() here: the CPU has AVX-512 (core/cpu.h), where oneDNN was
-/// measured faster than OpenBLAS. Otherwise matmul calls OpenBLAS's cblas_sgemm, as for float64.
+/// Whether fp32 products run on sgemm() here: by default where the CPU has AVX-512 (core/cpu.h),
+/// where oneDNN was measured faster than OpenBLAS; otherwise matmul calls OpenBLAS's cblas_sgemm,
+/// as for float64. The environment variable HEED_FP32_PRODUCTS=onednn or openblas, read once,
+/// chooses instead (to compare the two on one machine); another value throws heed::Error.
 bool sgemm_on_onednn();
 
 /// Which code runs fp32 products here, with its version ("oneDNN 2.6.3 dnnl_sgemm" or "OpenBLAS
