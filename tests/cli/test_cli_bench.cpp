@@ -132,3 +132,20 @@ TEST_CASE("heed train and bench --profile print time per op type, forward and ba
     CHECK(gemm_share < 100);
   }
 }
+
+TEST_CASE("HEED_FP32_PRODUCTS chooses the fp32 product kernel bench reports, and a bad value is a clean error", "[cli]") {
+  ScratchDir dir("bench_kernel");
+  const std::string corpus = write_corpus(dir);
+  const std::vector<std::string> args = cat({"bench", "--data", corpus, "--iters", "1"}, kModel);
+  for (const auto& [value, reported] : {std::pair{"openblas", "OpenBLAS cblas_sgemm"}, std::pair{"onednn", "oneDNN "}}) {
+    RunOptions opt;
+    opt.env = {std::string("HEED_FP32_PRODUCTS=") + value};
+    ProcessResult r = run_heed(args, opt);
+    require_ok(r);
+    const std::string kernel = json::parse(r.out).at("tuning").at("fp32_products").get<std::string>();
+    CHECK(kernel.rfind(reported, 0) == 0);
+  }
+  RunOptions bad;
+  bad.env = {"HEED_FP32_PRODUCTS=mkl"};
+  require_clean_error(run_heed(args, bad), 1, {"HEED_FP32_PRODUCTS", "mkl", "onednn or openblas"});
+}
