@@ -13,20 +13,39 @@
 namespace heed::detail {
 namespace {
 
-// Debian's libdnnl runs a call on OpenMP (libgomp, which it loads) with OpenMP's default team,
-// one thread per core. heed's pool already splits every product over the cores, so each thread
-// that calls oneDNN asks for a team of one, once: otherwise each piece would start a team of its
-// own and oversubscribe the cores. Looked up with dlsym so that heed compiles without -fopenmp
-// and links no OpenMP runtime itself (the clang build of the fuzzers has none); a oneDNN built on
-// another runtime has no such symbol, and then nothing is set.
-void one_openmp_thread_on_this_thread() {
-  thread_local const bool done = [] {
-    using SetNumThreads = void (*)(int);
-    if (auto set = reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) set(1);
-    return true;
-  }();
-  (void)done;
-}
+// Debian's libdnnl runs a call on OpenMP (libgomp, which it loads) with the calling thread's
+// OpenMP team size, by default one thread per core. heed's pool already splits every product over
+// the cores, so each call asks for a team of one and then puts back what the thread had: otherwise
+// each piece would start a team of its own and oversubscribe the cores, and a user's own OpenMP
+// code on that thread would find its team size changed. The two functions are looked up with dlsym
+// so that heed compiles without -fopenmp and links no OpenMP runtime itself (the clang build of
+// the fuzzers has none); a oneDNN built on another runtime has no such symbols, and then nothing
+// is set.
+class OneOpenMPThread {
+ public:
+  OneOpenMPThread() {
+    if (!api().set || !api().get) return;
+    saved_ = api().get();
+    if (saved_ != 1) api().set(1);
+  }
+  ~OneOpenMPThread() {
+    if (saved_ > 1) api().set(saved_);
+  }
+  OneOpenMPThread(const OneOpenMPThread&) = delete;
+  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
+
+ private:
+  struct Api {
+    void (*set)(int) = nullptr;
+    int (*get)() = nullptr;
+  };
+  static const Api& api() {
+    static const Api a{reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")),
+                       reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"))};
+    return a;
+  }
+  int saved_ = 1;
+};
 
 }  // namespace
 
@@ -50,10 +69,12 @@ std::string fp32_product_kernel() {
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  one_openmp_thread_on_this_thread();
-  // dnnl_sgemm is row-major, as heed's tensors are.
-  const dnnl_status_t status =
-      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  dnnl_status_t status;
+  {
+    const OneOpenMPThread one;
+    // dnnl_sgemm is row-major, as heed's tensors are.
+    status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  }
   HEED_CHECK(status == dnnl_success, "matmul: oneDNN's sgemm refused a ", m, " x ", k, " x ", n,
              " product (leading dimensions ", lda, ", ", ldb, ", ", ldc, "; status ", static_cast<int>(status), ")");
 }

@@ -3,6 +3,7 @@
 // matrix, beta 0 over a C full of NaN and beta 1; and fp32 matmul's bits on any thread count,
 // which its fixed pieces (core/ops/matmul.cpp) are for.
 #include <catch2/catch.hpp>
+#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdint>
@@ -118,4 +119,23 @@ TEST_CASE("fp32 matmul gives the same bits on 1, 2, 3, 4 and 7 threads, thin and
     }
   }
   heed::set_num_threads(saved_threads);
+}
+
+TEST_CASE("fp32 products leave the calling thread's OpenMP team size as they found it", "[matmul][sgemm]") {
+  // oneDNN runs on OpenMP; heed asks it for one thread per call (its own pool splits products). A
+  // user's OpenMP code on the same thread must not find its team size changed afterwards.
+  auto set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  if (!set || !get) {
+    WARN("no OpenMP runtime in this process: nothing to check");
+    return;
+  }
+  const int before = get();
+  set(3);
+  heed::Generator gen(3);
+  const heed::Tensor a = heed::Tensor::randn({64, 96}, gen), b = heed::Tensor::randn({96, 80}, gen);
+  const heed::Tensor c = heed::matmul(a, b);
+  CHECK(get() == 3);
+  set(before);
+  REQUIRE(c.size(0) == 64);
 }
