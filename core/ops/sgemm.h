@@ -26,7 +26,7 @@ namespace heed::detail {
 
 /// The smallest piece of a product that matmul hands to sgemm() when it splits one: rows (or
 /// columns), and multiply-adds. Fixed, not measured: the bits depend on them. 2^19 multiply-adds
-/// are 4-10 us on a core of 50-130 GFLOP/s, longer than handing a piece to a thread (~1 us).
+/// are 8-21 us on a core of 50-130 GFLOP/s, far longer than handing a piece to a thread (~1 us).
 inline constexpr int64_t kSgemmMinPiece = 16;
 inline constexpr int64_t kSgemmPieceMacs = int64_t{1} << 19;
 
