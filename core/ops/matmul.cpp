@@ -1,6 +1,6 @@
 // Matrix products: matmul (2-D and batched, with NumPy-broadcast batch axes) and linear (PyTorch's
-// F.linear), each forward followed by its backward. float products run on oneDNN's sgemm
-// (core/ops/sgemm.h), float64 ones and one-row products on OpenBLAS's cblas_?gemm / ?gemv.
+// F.linear), each forward followed by its backward. Products run on OpenBLAS's cblas_?gemm / ?gemv;
+// float ones on oneDNN's sgemm instead with HEED_FP32_PRODUCTS=onednn (core/ops/sgemm.h).
 //
 // Nothing is copied when the last two axes of an operand are a row-major matrix with a leading
 // dimension or the transpose of one: the kernel reads it in place through its transpose flag and
