@@ -5,7 +5,7 @@ precision (--precision fp32 / bf16) and every PyTorch mode (fp32, and bf16 under
 torch.autocast("cpu", dtype=torch.bfloat16)) in turn, and prints per config: the ratios of
 tokens/s (median and spread over the pairs) of each heed precision to each PyTorch mode and of heed
 bf16 to heed fp32, the peak RSS of each program, and the model FLOP utilisation (MFU) of each
-against this CPU's measured per-core fp32 FMA and bf16 dot-product peaks times the threads
+against this CPU's measured per-core fp32 FMA and bf16 peaks (AMX's where it has AMX, else VDPBF16PS's) times the threads
 (`heed bench` measures them: core/cpu.h). The host (CPU model, ISA, caches, peaks) and the load
 (uptime) before and after are printed too. The 2-thread OpenBLAS SGEMM rate (cblas_sgemm on
 2048 x 2048, timed here: sgemm_peak) is printed beside them as the practical fp32 ceiling.
@@ -37,6 +37,11 @@ CONFIGS = {  # n_layer, n_head, n_embd, block_size, batch_size, bench iterations
     "small": (6, 6, 384, 256, 16, 5),
 }
 
+
+
+def bf16_peak(peaks):
+    """The per-core peak of what heed's bf16 products run on: AMX where the CPU has it, else VDPBF16PS."""
+    return peaks.get("bf16_amx") or peaks["bf16_dot"]
 
 def run(cmd, env):
     """Runs cmd, returns the last JSON line of its stdout."""
@@ -183,7 +188,7 @@ def main():
                "ratios": {k: {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
                               "max": round(max(v), 3)} for k, v in ratios.items()},
                "mfu_fp32_peak": {k: mfu(statistics.median(v), peaks["fp32_fma"]) for k, v in tps.items()},
-               "mfu_bf16_peak": {k: mfu(statistics.median(v), peaks["bf16_dot"]) for k, v in tps.items()},
+               "mfu_bf16_peak": {k: mfu(statistics.median(v), bf16_peak(peaks)) for k, v in tps.items()},
                "peak_rss_mib": rss, "torch_best_split": best_split}
         summary.append(row)
         print(json.dumps(row), flush=True)
@@ -191,7 +196,8 @@ def main():
     if host:
         print(f"# host: {host['model_name']} ({host['vendor']} family {host['family']} model {host['model']}), "
               f"isa {','.join(k for k, v in host['isa'].items() if v)}, per-core peaks fp32 "
-              f"{host['peak_gflops_per_core']['fp32_fma']} / bf16 {host['peak_gflops_per_core']['bf16_dot']} GFLOP/s")
+              f"{host['peak_gflops_per_core']['fp32_fma']} / bf16 dot {host['peak_gflops_per_core']['bf16_dot']} / "
+              f"bf16 AMX {host['peak_gflops_per_core'].get('bf16_amx', 0)} GFLOP/s")
         print("# cpu_json: " + json.dumps(host))
     if tuning:  # the work splits heed derived for this host (core/tuning.h)
         print("# heed tuning: " + json.dumps(tuning))

@@ -19,7 +19,11 @@
 #endif
 #if defined(__linux__)
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
+
+#include "core/amx.h"
 
 namespace heed {
 
@@ -201,6 +205,35 @@ __attribute__((target("avx512f,avx512bf16"))) double dot_bf16(int64_t iters) {
   g_sink = first_lane(s);
   return static_cast<double>(iters) * kChains * 16 * 4;
 }
+
+// TDPBF16PS into four accumulator tiles from two A and two B tiles (the 2 x 2 blocking of the
+// bf16 GEMM's AMX kernel), so that each product waits on no other. Tiles are zero and ones
+// rounded to bf16: far from overflow for any number of rounds.
+__attribute__((target("amx-tile,amx-bf16"))) double dot_amx(int64_t iters) {
+  alignas(64) static uint16_t ones[16 * 32];
+  std::fill(std::begin(ones), std::end(ones), static_cast<uint16_t>(g_mul > 0 ? 0x3f80 : 0));
+  const detail::AmxTileConfig config = detail::full_tiles();
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ones, 64);
+  _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64);
+  _tile_loadd(7, ones, 64);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float out[16 * 16];
+  _tile_stored(0, out, 64);
+  _tile_release();
+  g_sink = out[0];
+  return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
+}
 #endif
 
 // Portable mul + add chains, for a CPU with neither AVX2 nor AVX-512 (SSE2 at best).
@@ -294,6 +327,7 @@ CpuPeaks measure(const CpuInfo& info, bool quick) {
     p.fp32_fma_gflops = gflops(mul_add_scalar, runs, run_seconds);
   }
   if (info.avx512_bf16 && !quick) p.bf16_dot_gflops = gflops(dot_bf16);
+  if (info.amx_bf16 && !quick && amx_ready()) p.bf16_amx_gflops = gflops(dot_amx);
 #else
   p.fp32_fma_gflops = gflops(mul_add_scalar, runs, run_seconds);
 #endif
@@ -307,6 +341,28 @@ CpuPeaks measure(const CpuInfo& info, bool quick) {
 const CpuInfo& cpu_info() {
   static const CpuInfo info = detect();
   return info;
+}
+
+bool amx_ready() {
+  static const bool ready = [] {
+    if (!cpu_info().amx_bf16) return false;
+#if defined(__linux__) && defined(HEED_X86)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // <asm/prctl.h>, Linux 5.16
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ready;
+}
+
+double amx_quick_gflops() {
+#ifdef HEED_X86
+  static const double rate = amx_ready() ? gflops(dot_amx, 6, 0.25e-3) : 0.0;
+  return rate;
+#else
+  return 0.0;
+#endif
 }
 
 const CpuPeaks& cpu_quick_rates() {
@@ -337,6 +393,7 @@ std::string cpu_json() {
                       {"detected", c.caches_detected}};
   j["cores"] = c.cores;
   j["peak_gflops_per_core"] = {{"fp32_fma", one_decimal(p.fp32_fma_gflops)}, {"bf16_dot", one_decimal(p.bf16_dot_gflops)},
+                               {"bf16_amx", one_decimal(p.bf16_amx_gflops)},
                                {"seconds", std::round(p.seconds * 1000.0) / 1000.0}};
   j["stream_gbytes_per_core"] = one_decimal(p.stream_gbytes);
   return j.dump();

@@ -23,7 +23,7 @@ struct CpuInfo {
   bool avx512bw = false;
   bool avx512vl = false;
   bool avx512_bf16 = false;  ///< VCVTNE2PS2BF16 and VDPBF16PS: the bf16 GEMM's hardware path
-  bool amx_bf16 = false;     ///< AMX tiles with bf16 (reported; heed has no AMX kernel)
+  bool amx_bf16 = false;     ///< AMX-TILE and AMX-BF16, enabled by the OS (usable once amx_ready())
 
   /// Width in bytes of the widest vector registers heed's kernels use here: 64 with AVX-512, 32
   /// with AVX2, else 16. fp32 lanes = vector_bytes / 4.
@@ -56,6 +56,12 @@ struct CpuPeaks {
   /// VDPBF16PS on 512-bit registers (a pair of bf16 products added into each fp32 lane: 4 flops
   /// per lane); 0 when the CPU has no AVX512_BF16.
   double bf16_dot_gflops = 0;
+  /// AMX's TDPBF16PS on full 16 x 16 x 32 tiles (2 x 16 x 16 x 32 flops an instruction); 0 without
+  /// AMX-BF16 or when amx_ready() is false.
+  double bf16_amx_gflops = 0;
+  /// The peak of the instructions the bf16 products run on here (core/ops/gemm_bf16.h): AMX's
+  /// where it is ready, else VDPBF16PS's (0 when neither exists).
+  double bf16_gflops() const { return bf16_amx_gflops > 0 ? bf16_amx_gflops : bf16_dot_gflops; }
   /// Element-wise streaming: GB/s of out[i] = a[i] + b[i] (12 bytes per float element) over
   /// arrays that fill twice L2 (activations' sizes: past L2, within L3), the rate of heed's
   /// element-wise and row-wise kernels.
@@ -73,10 +79,19 @@ const CpuPeaks& cpu_peaks();
 /// precision is enough for. cpu_peaks() is the careful measurement that benchmarks report.
 const CpuPeaks& cpu_quick_rates();
 
+/// Whether this process may use AMX tiles: cpu_info().amx_bf16, and Linux granted the process
+/// the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once, on the first call; Linux 5.16
+/// and later). Call it before any AMX instruction: without the permission one kills the process.
+bool amx_ready();
+
+/// TDPBF16PS's rate measured quickly (as cpu_quick_rates(): best of 6 runs of 0.25 ms) on the first
+/// call, for sizing the AMX products' work splits; 0 when !amx_ready().
+double amx_quick_gflops();
+
 /// cpu_info() and cpu_peaks() as one JSON object on one line, for `heed bench` and benchmarks:
 /// {"vendor", "model_name", "family", "model", "stepping", "isa": {...}, "vector_bits",
 ///  "cache_bytes": {"l1d", "l2", "l3", "l3_shared_by", "detected"}, "cores", "peak_gflops_per_core":
-///  {"fp32_fma", "bf16_dot", "seconds"}, "stream_gbytes_per_core"}. Measures the peaks if that has not happened yet.
+///  {"fp32_fma", "bf16_dot", "bf16_amx", "seconds"}, "stream_gbytes_per_core"}. Measures the peaks if that has not happened yet.
 std::string cpu_json();
 
 }  // namespace heed

@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/amx.h"
 #include "core/check.h"
 #include "core/cpu.h"
 #include "core/ops/bf16.h"
@@ -49,6 +50,11 @@ namespace {
 constexpr int64_t kMR = 12, kNR = 32;
 constexpr int64_t kChunk = 16;  // pairs per chunk: the kernel's unrolled step
 constexpr int kVecs = kNR / 16;  // zmm registers per tile row
+// The AMX kernel's tile of C: 32 x 32 as 2 x 2 AMX tiles of 16 x 16, from two 16-row tiles of A
+// and two 16-column tiles of B per chunk (TDPBF16PS's time grows with the rows of its tiles, so
+// they are full: 12-row tiles measured 2.6 TFLOP/s against 3.5 for 16 rows on a Xeon).
+constexpr int64_t kAmxMR = 32;
+constexpr int64_t kMaxMR = std::max(kMR, kAmxMR);
 
 // A chunk handed to another thread runs at least kMinProductChunkSeconds at the kernel's peak
 // (core/tuning.h: the rule every split in heed follows).
@@ -70,9 +76,10 @@ struct Source {
 // x padded_pairs(kb) words at dst, each element rounded to bf16 once.
 using PackFn = void (*)(const Source& src, int64_t r0, int64_t rows, int64_t k0, int64_t kb, uint32_t* dst);
 
-// A register-tile kernel: the kMR x kNR tile at c (row stride ldc) becomes (load_c ? c : 0) plus,
-// for each pair p of chunks [q0, q1) in order, a_odd b_odd then a_even b_even, each added with one
-// fp32 rounding. a: the tile's strip of packed A; b: its strip of packed B.
+// A register-tile kernel: the mr x kNR tile at c (row stride ldc) becomes (load_c ? c : 0) plus,
+// for each pair p of chunks [q0, q1) in order, the pair's two products (VDPBF16PS's kernels: a_odd
+// b_odd then a_even b_even, each added with one fp32 rounding; AMX's: a chunk at a time, see the
+// header). a: the tile's strip of packed A; b: its strip of packed B.
 using TileKernel = void (*)(int64_t q0, int64_t q1, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
                             bool load_c);
 
@@ -303,6 +310,117 @@ HEED_TARGET_AVX512BF16 void row_avx512_bf16(int64_t pairs, const uint32_t* x, co
   if (s < strips) row_strips_avx512_bf16<1>(pairs, x, b + s * pairs * kNR, true, last_cols, c + s * kNR, load_c);
 }
 
+// ---- AMX: TDPBF16PS on tiles ----
+// AMX's operands are VDPBF16PS's pair words in other shapes: a tile of A is 16 rows of one chunk's
+// 16 pair words, by row (so op(A) is always packed by row for it: a transposed A through the
+// transpose below); a tile of B is a chunk's 16 pair rows of 16 columns, exactly half of a by-pair
+// strip of kNR columns read with a row stride of kNR words.
+#define HEED_TARGET_AMX __attribute__((target("avx512f,avx512bw,amx-tile,amx-bf16")))
+
+// A source strided along k (its rows are k), by row: for 16 panel rows at a time, each chunk's 16
+// pairs are made as for the by-pair order (source rows 2p and 2p + 1 interleaved, 16 panel rows
+// per vector) and transposed in registers, so that each panel row's 16 words are one store.
+template <int64_t R>
+HEED_TARGET_AVX512BW void pack_k_strided_by_row(const Source& src, int64_t r0, int64_t rows, int64_t k0, int64_t kb,
+                                                uint32_t* dst) {
+  static_assert(R % 16 == 0);
+  const int64_t pairs = padded_pairs(kb), chunks = pairs / kChunk;
+  for (int64_t s = 0; s < ceil_div(rows, R); ++s, dst += R * pairs)
+    for (int64_t g = 0; g < R; g += 16) {
+      const int64_t e = s * R + g;  // the first panel row of this group
+      const __mmask16 m = first_lanes(rows - e);
+      for (int64_t q = 0; q < chunks; ++q) {
+        __m512i w[16];
+        for (int64_t u = 0; u < kChunk; ++u) {
+          const int64_t k = 2 * (q * kChunk + u);
+          const float* x = src.data + (k0 + k) * src.ld + r0 + e;
+          const __m512 even = k < kb ? _mm512_maskz_loadu_ps(m, x) : _mm512_setzero_ps();
+          const __m512 odd = k + 1 < kb ? _mm512_maskz_loadu_ps(m, x + src.ld) : _mm512_setzero_ps();
+          w[u] = pair_words(even, odd);
+        }
+        detail::transpose16(w);
+        for (int64_t i = 0; i < 16; ++i) _mm512_store_si512(dst + q * kChunk * R + (g + i) * kChunk, w[i]);
+      }
+    }
+}
+
+// The 32 x 32 tile: C tile 2t + h (rows 16t.., columns 16h..) from A tile 4 + t and B tile 6 + h.
+// The thread's tiles must be configured as detail::full_tiles() (AmxTiles below).
+HEED_TARGET_AMX void tile_amx(int64_t q0, int64_t q1, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                              bool load_c) {
+  const size_t c_stride = static_cast<size_t>(ldc) * sizeof(float);
+  float* c1 = c + 16 * ldc;
+  if (load_c) {
+    _tile_loadd(0, c, c_stride);
+    _tile_loadd(1, c + 16, c_stride);
+    _tile_loadd(2, c1, c_stride);
+    _tile_loadd(3, c1 + 16, c_stride);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  constexpr size_t kRowA = kChunk * sizeof(uint32_t), kRowB = kNR * sizeof(uint32_t);
+  for (int64_t q = q0; q < q1; ++q) {
+    const uint32_t* pa = a + q * kChunk * kAmxMR;
+    const uint32_t* pb = b + q * kChunk * kNR;
+    _tile_loadd(4, pa, kRowA);
+    _tile_loadd(6, pb, kRowB);
+    _tile_loadd(7, pb + 16, kRowB);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, pa + 16 * kChunk, kRowA);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, c_stride);
+  _tile_stored(1, c + 16, c_stride);
+  _tile_stored(2, c1, c_stride);
+  _tile_stored(3, c1 + 16, c_stride);
+}
+
+// One row of C on the tiles: every row of A's tile is x's chunk (a row stride of 0), so every row
+// of C's tile holds the same sums, of which row 0 is kept. Each output gets the same TDPBF16PS
+// steps as in tile_amx, so a one-row product has the bits of row 0 of a taller one; the 15 idle
+// rows cost nothing measurable, the product being bound by streaming B.
+HEED_TARGET_AMX void row_amx(int64_t pairs, const uint32_t* x, const uint32_t* b, int64_t strips, int64_t last_cols,
+                             float* c, bool load_c) {
+  constexpr size_t kRowB = kNR * sizeof(uint32_t);
+  alignas(64) float row[16], out[16 * 16];
+  for (int64_t s = 0; s < strips; ++s) {
+    const int64_t cols = s + 1 == strips ? last_cols : kNR;
+    const uint32_t* strip = b + s * pairs * kNR;
+    for (int64_t h = 0; 16 * h < cols; ++h) {
+      float* ch = c + s * kNR + 16 * h;
+      const int64_t n = std::min<int64_t>(16, cols - 16 * h);
+      std::fill(row, row + 16, 0.0f);
+      if (load_c) std::copy(ch, ch + n, row);
+      _tile_loadd(0, row, 0);
+      for (int64_t q = 0; q < pairs / kChunk; ++q) {
+        _tile_loadd(4, x + q * kChunk, 0);
+        _tile_loadd(6, strip + q * kChunk * kNR + 16 * h, kRowB);
+        _tile_dpbf16ps(0, 4, 6);
+      }
+      _tile_stored(0, out, 16 * sizeof(float));
+      std::copy(out, out + n, ch);
+    }
+  }
+}
+
+// Loads the tile configuration on this thread for its lifetime, and releases the tiles after
+// (so that the kernel need not save 8 KB of tile data at every context switch).
+class AmxTiles {
+ public:
+  HEED_TARGET_AMX AmxTiles() {
+    const detail::AmxTileConfig config = detail::full_tiles();
+    _tile_loadconfig(&config);
+  }
+  HEED_TARGET_AMX ~AmxTiles() { _tile_release(); }
+  AmxTiles(const AmxTiles&) = delete;
+  AmxTiles& operator=(const AmxTiles&) = delete;
+};
+
 // VDPBF16PS treats denormal inputs (bf16 or the accumulator) as zero and flushes denormal results
 // to zero, whatever MXCSR says; the emulated kernel gets the same from MXCSR's DAZ and FTZ bits,
 // set while it runs on this thread.
@@ -350,29 +468,38 @@ void row_emulated(int64_t pairs, const uint32_t* x, const uint32_t* b, int64_t s
 
 // One path's packing and kernels. op(A) is packed by row when its source is contiguous along k,
 // else by pair; op(B) always by pair.
+// mr: the rows of its tile of C (and of a packed strip of A).
+enum class Arithmetic { emulated, avx512_bf16, amx };
 struct KernelSet {
   PackFn pack_a_k_contiguous, pack_a_k_strided, pack_b_k_contiguous, pack_b_k_strided;
   TileKernel tile_a_by_row, tile_a_by_pair;
   RowKernel row;
-  bool emulated;
+  Arithmetic arithmetic;
+  int64_t mr;
 };
 
 constexpr KernelSet kEmulated{pack_portable<kMR, true>,  pack_portable<kMR, false>, pack_portable<kNR, false>,
                               pack_portable<kNR, false>, tile_emulated<true>,       tile_emulated<false>,
-                              row_emulated,              true};
+                              row_emulated,              Arithmetic::emulated,      kMR};
 #ifdef HEED_X86
 constexpr KernelSet kAvx512Bf16{pack_k_contiguous_by_row<kMR>,  pack_k_strided_by_pair<kMR>,
                                 pack_k_contiguous_by_pair<kNR>, pack_k_strided_by_pair<kNR>,
                                 tile_avx512_bf16<true>,         tile_avx512_bf16<false>,
-                                row_avx512_bf16,                false};
+                                row_avx512_bf16,                Arithmetic::avx512_bf16,
+                                kMR};
+constexpr KernelSet kAmxBf16{pack_k_contiguous_by_row<kAmxMR>, pack_k_strided_by_row<kAmxMR>,
+                             pack_k_contiguous_by_pair<kNR>,   pack_k_strided_by_pair<kNR>,
+                             tile_amx,                         tile_amx,
+                             row_amx,                          Arithmetic::amx,
+                             kAmxMR};
 #endif
 
-// One tile of `rows` x `cols` (at most kMR x kNR) at c: the kernel in place when the tile is
+// One tile of `rows` x `cols` (at most mr x kNR) at c: the kernel in place when the tile is
 // whole, else through a full-size scratch tile of which only the valid part is read and written.
-void run_tile(TileKernel kernel, int64_t q0, int64_t q1, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
-              int64_t rows, int64_t cols, bool load_c) {
-  if (rows == kMR && cols == kNR) return kernel(q0, q1, a, b, c, ldc, load_c);
-  alignas(64) float tile[kMR * kNR] = {};
+void run_tile(TileKernel kernel, int64_t mr, int64_t q0, int64_t q1, const uint32_t* a, const uint32_t* b, float* c,
+              int64_t ldc, int64_t rows, int64_t cols, bool load_c) {
+  if (rows == mr && cols == kNR) return kernel(q0, q1, a, b, c, ldc, load_c);
+  alignas(64) float tile[kMaxMR * kNR] = {};
   if (load_c)
     for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, tile + r * kNR);
   kernel(q0, q1, a, b, tile, kNR, load_c);
@@ -426,9 +553,12 @@ void prefetch_rows(const Source& src, int64_t r0, int64_t rows, int64_t k0, int6
     for (int64_t k = 0; k < kb; k += kLine) __builtin_prefetch(src.data + r * src.ld + k0 + k);
 }
 
+GemmBf16Blocking blocking(int64_t m, int64_t n, int64_t k, bool trans_a, int64_t mr);
+
 // The whole product on the calling thread.
 void gemm_serial(const Problem& pr, const KernelSet& ks) {
-  const GemmBf16Blocking blk = gemm_bf16_blocking(pr.m, pr.n, pr.k, !pr.a.k_contiguous);
+  const int64_t mr = ks.mr;
+  const GemmBf16Blocking blk = blocking(pr.m, pr.n, pr.k, !pr.a.k_contiguous, mr);
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
   const PackFn pack_a = pr.a.k_contiguous ? ks.pack_a_k_contiguous : ks.pack_a_k_strided;
   const PackFn pack_b = pr.b.k_contiguous ? ks.pack_b_k_contiguous : ks.pack_b_k_strided;
@@ -463,26 +593,26 @@ void gemm_serial(const Problem& pr, const KernelSet& ks) {
         if (!by_strip) pack_a(pr.a, ic, mb, pc, kb, ap);
         for (int64_t jr = 0; jr < nb; jr += kNR) {
           const int64_t j0 = jc + jr, cols = std::min(kNR, nb - jr);
-          for (int64_t ir = 0; ir < mb; ir += kMR) {
-            const int64_t i0 = ic + ir, rows = std::min(kMR, mb - ir);
+          for (int64_t ir = 0; ir < mb; ir += mr) {
+            const int64_t i0 = ic + ir, rows = std::min(mr, mb - ir);
             const auto [q0, q1] = needed_chunks(i0, rows);
             if (by_strip && jr == 0) {
               const int64_t k_lo = 2 * kChunk * q0, k_hi = std::min(kb, 2 * kChunk * q1);
-              if (k_lo < k_hi) pack_a(pr.a, i0, rows, pc + k_lo, k_hi - k_lo, ap + ir * pairs + q0 * kChunk * kMR);
-              if (ir + kMR < mb) {
-                const int64_t next_rows = std::min(kMR, mb - ir - kMR);
-                const auto [n0, n1] = needed_chunks(i0 + kMR, next_rows);
+              if (k_lo < k_hi) pack_a(pr.a, i0, rows, pc + k_lo, k_hi - k_lo, ap + ir * pairs + q0 * kChunk * mr);
+              if (ir + mr < mb) {
+                const int64_t next_rows = std::min(mr, mb - ir - mr);
+                const auto [n0, n1] = needed_chunks(i0 + mr, next_rows);
                 const int64_t n_lo = 2 * kChunk * n0, n_hi = std::min(kb, 2 * kChunk * n1);
-                if (n_lo < n_hi) prefetch_rows(pr.a, i0 + kMR, next_rows, pc + n_lo, n_hi - n_lo);
+                if (n_lo < n_hi) prefetch_rows(pr.a, i0 + mr, next_rows, pc + n_lo, n_hi - n_lo);
               }
             }
             if (pr.skip == Bf16Skip::c_above && j0 > i0 + rows - 1 + pr.diagonal) continue;
             // The next tile's rows of C, while this tile computes (C comes from memory).
-            if (ir + kMR < mb)
-              for (int64_t r = 0; r < std::min(kMR, mb - ir - kMR); ++r)
-                for (int64_t j = 0; j < cols; j += 16) __builtin_prefetch(pr.c + (i0 + kMR + r) * pr.ldc + j0 + j, 1);
+            if (ir + mr < mb)
+              for (int64_t r = 0; r < std::min(mr, mb - ir - mr); ++r)
+                for (int64_t j = 0; j < cols; j += 16) __builtin_prefetch(pr.c + (i0 + mr + r) * pr.ldc + j0 + j, 1);
             // (An empty range still runs: the tile must be started at zero, or kept, for later slices.)
-            run_tile(kernel, q0, q1, ap + ir * pairs, bp + jr * pairs, pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols,
+            run_tile(kernel, mr, q0, q1, ap + ir * pairs, bp + jr * pairs, pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols,
                      load_c);
           }
         }
@@ -494,6 +624,13 @@ void gemm_serial(const Problem& pr, const KernelSet& ks) {
 const KernelSet& kernel_set(Bf16Kernel kernel) {
   if (kernel == Bf16Kernel::automatic) kernel = bf16_kernel();
   if (kernel == Bf16Kernel::emulated) return kEmulated;
+  if (kernel == Bf16Kernel::amx_bf16) {
+    HEED_CHECK(amx_ready(), "gemm_bf16: the amx_bf16 kernel needs a CPU with AMX-BF16 that the OS lets this process ",
+               "use; this ", cpu_info().model_name, " has not (use avx512_bf16 or the emulated kernel)");
+#ifdef HEED_X86
+    return kAmxBf16;
+#endif
+  }
   HEED_CHECK(cpu_info().avx512_bf16 && cpu_info().avx512bw, "gemm_bf16: the avx512_bf16 kernel needs a CPU with ",
              "AVX512_BF16 and AVX512BW; this ", cpu_info().model_name, " has not (use the emulated kernel)");
 #ifdef HEED_X86
@@ -508,17 +645,28 @@ const KernelSet& kernel_set(Bf16Kernel kernel) {
 // where an FMA does one, at the same issue rate on the CPUs that have it: Zen 4 measured 236.4
 // against 118.2 GFLOP/s). Not cpu_peaks(): its careful measurement takes about 0.1 s, a third of
 // a short `heed sample --precision bf16`, for a grain that is rounded anyway.
+// AMX: its own quick rate (TDPBF16PS on full tiles).
 double macs_per_second(const KernelSet& ks) {
-  return cpu_quick_rates().fp32_fma_gflops * 0.5e9 * (ks.emulated ? 1.0 : 2.0);
+  switch (ks.arithmetic) {
+    case Arithmetic::emulated: return cpu_quick_rates().fp32_fma_gflops * 0.5e9;
+    case Arithmetic::avx512_bf16: return cpu_quick_rates().fp32_fma_gflops * 0.5e9 * 2.0;
+    case Arithmetic::amx: return amx_quick_gflops() * 0.5e9;
+  }
+  return 0;
 }
 
-// Calls f() with this thread's denormal handling set as the kernel set's arithmetic needs: the
-// emulated kernels get VDPBF16PS's flush to zero from MXCSR (see FlushDenormals).
+// Calls f() with this thread set up for the kernel set's arithmetic: the emulated kernels get
+// VDPBF16PS's flush to zero from MXCSR (see FlushDenormals), the AMX ones their tiles configured.
 template <class F>
 void with_kernel_arithmetic(const KernelSet& ks, F&& f) {
-  if (ks.emulated) {
+  if (ks.arithmetic == Arithmetic::emulated) {
     FlushDenormals flush;
     f();
+#ifdef HEED_X86
+  } else if (ks.arithmetic == Arithmetic::amx) {
+    AmxTiles tiles;
+    f();
+#endif
   } else {
     f();
   }
@@ -581,10 +729,24 @@ void scale_only(int64_t m, int64_t n, bool beta_one, float* c, int64_t ldc) {
 }  // namespace
 
 Bf16Kernel bf16_kernel() {
+  // AMX's packing and its one-row kernel use AVX-512BW too (every CPU with AMX has it).
+  if (amx_ready() && cpu_info().avx512bw) return Bf16Kernel::amx_bf16;
   return cpu_info().avx512_bf16 && cpu_info().avx512bw ? Bf16Kernel::avx512_bf16 : Bf16Kernel::emulated;
 }
 
-GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a) {
+std::vector<Bf16Kernel> bf16_kernels_here() {
+  std::vector<Bf16Kernel> kernels{Bf16Kernel::emulated};
+  if (cpu_info().avx512_bf16 && cpu_info().avx512bw) kernels.push_back(Bf16Kernel::avx512_bf16);
+  if (bf16_kernel() == Bf16Kernel::amx_bf16) kernels.push_back(Bf16Kernel::amx_bf16);
+  return kernels;
+}
+
+GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a, Bf16Kernel kernel) {
+  return blocking(m, n, k, trans_a, kernel_set(kernel).mr);
+}
+
+namespace {
+GemmBf16Blocking blocking(int64_t m, int64_t n, int64_t k, bool trans_a, int64_t mr) {
   constexpr int64_t kBytes = 2;  // per bf16 element
   struct Limits {
     int64_t kc_max, kc_max_transposed, l2_half, l3_half;
@@ -604,16 +766,17 @@ GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_
     return Limits{kc_max, std::min(kc_max, whole_chunks(cpu.l2_bytes / 2 / (kMinTransposedRows * kBytes))),
                   cpu.l2_bytes / 2, cpu.l3_per_core() / 2};
   }();
-  GemmBf16Blocking b{kMR, kNR, 0, 0, 0};
+  GemmBf16Blocking b{mr, kNR, 0, 0, 0};
   b.kc = balanced_block(std::max<int64_t>(k, 1), trans_a ? limits.kc_max_transposed : limits.kc_max, 2 * kChunk);
   // The packed block of A, reused by every strip of B, in half of L2; the panel of B in half of
   // this core's share of L3.
-  const int64_t mc_max = std::max<int64_t>(kMR, limits.l2_half / (b.kc * kBytes) / kMR * kMR);
+  const int64_t mc_max = std::max<int64_t>(mr, limits.l2_half / (b.kc * kBytes) / mr * mr);
   const int64_t nc_max = std::max<int64_t>(kNR, limits.l3_half / (b.kc * kBytes) / kNR * kNR);
-  b.mc = balanced_block(std::max<int64_t>(m, 1), mc_max, kMR);
+  b.mc = balanced_block(std::max<int64_t>(m, 1), mc_max, mr);
   b.nc = balanced_block(std::max<int64_t>(n, 1), nc_max, kNR);
   return b;
 }
+}  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const GemmBf16Options& options) {
@@ -628,7 +791,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   // result, is the same on any thread count), each at least kMinProductChunkSeconds of work.
   const double min_macs = macs_per_second(ks) * kMinProductChunkSeconds;
   const bool by_rows = m >= n;
-  const int64_t unit = by_rows ? kMR : kNR, units = ceil_div(by_rows ? m : n, unit);
+  const int64_t unit = by_rows ? ks.mr : kNR, units = ceil_div(by_rows ? m : n, unit);
   const double macs_per_unit = static_cast<double>(unit) * static_cast<double>(by_rows ? n : m) * static_cast<double>(k);
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(min_macs / macs_per_unit));
   parallel_for(units, grain, [&](int64_t u0, int64_t u1) {

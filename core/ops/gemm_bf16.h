@@ -17,11 +17,18 @@
 //
 // Every element of A and B is rounded to bf16 (to_bf16 in core/ops/bf16.h: nearest, ties to
 // even) once, when it is packed into the kernel's panels; each product of two bf16 values is exact
-// in fp32, and the sums are fp32: for each output, the pairs of products (k = 2p, 2p + 1) in
-// increasing p, the odd one first, each added with one fp32 rounding. As in VDPBF16PS, bf16
-// denormals count as zero in the products and fp32 denormal results become zero. C is fp32 in and
-// out. The order of the sums depends on the blocking, which depends on the CPU's caches (as
-// OpenBLAS's kernels do), never on the thread count: the same machine gives the same bits.
+// in fp32, and the sums are fp32. Three kernels do the sums:
+//   - avx512_bf16 (VDPBF16PS) and emulated: for each output, the pairs of products (k = 2p, 2p + 1)
+//     in increasing p, the odd one first, each added with one fp32 rounding. As in VDPBF16PS, bf16
+//     denormals count as zero in the products and fp32 denormal results become zero. These two
+//     give the same bits.
+//   - amx_bf16 (AMX's TDPBF16PS on 16 x 16 tiles): 32 products at a time per output, summed and
+//     rounded inside the tile unit in an order Intel does not specify (measured: not the
+//     sequential order above, nor one rounding per 32), with the same denormal rules. Its error
+//     stays within the bound any fp32 summation order meets (tests/core/test_bf16_gemm.cpp); its
+//     bits are its own, the same for the same inputs on every call and thread count.
+// C is fp32 in and out. The order of the sums depends on the blocking, which depends on the CPU's
+// caches (as OpenBLAS's kernels do), never on the thread count: the same machine gives the same bits.
 //
 // Speed: C, A and B as heed's tensors are (64-byte aligned, rows a multiple of 16 floats apart)
 // run fastest; a row of C that starts mid-line splits every vector store in two.
@@ -30,19 +37,22 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace heed {
 
-/// The code that does the arithmetic. Both give the same bits for the same inputs (unless a
-/// product of two bf16 values is an fp32 denormal); the emulated one runs on any CPU.
+/// The code that does the arithmetic (see the top of this file). avx512_bf16 and emulated give the
+/// same bits for the same inputs (unless a product of two bf16 values is an fp32 denormal); the
+/// emulated one runs on any CPU.
 enum class Bf16Kernel {
-  automatic,    ///< avx512_bf16 where the CPU has it, else emulated
+  automatic,    ///< amx_bf16 where the CPU has it and the OS grants it, else avx512_bf16, else emulated
   avx512_bf16,  ///< VDPBF16PS on 512-bit registers; throws heed::Error on a CPU without it
-  emulated,     ///< the same packing, products and sums on fp32 vector arithmetic
+  emulated,     ///< avx512_bf16's packing, products and sums on fp32 vector arithmetic
+  amx_bf16,     ///< AMX tiles (TDPBF16PS); throws heed::Error where amx_ready() (core/cpu.h) is false
 };
 
 /// Parts of a product known to be unneeded or zero, relative to the diagonal col = row + diagonal
-/// (attention's causal mask), skipped a 12 x 32 tile of C or a 32-deep chunk of k at a time. The
+/// (attention's causal mask), skipped a tile of C (mr x 32) or a 32-deep chunk of k at a time. The
 /// entries said to be zero must be (as the softmax's masked weights are): those within a chunk of
 /// the diagonal are still read, the others are not.
 enum class Bf16Skip {
@@ -118,16 +128,21 @@ class Bf16WeightCache {
 /// What Bf16Kernel::automatic runs on this CPU.
 Bf16Kernel bf16_kernel();
 
+/// The kernels this CPU can run: emulated, then avx512_bf16 and amx_bf16 where it has them (for
+/// tests and benchmarks that compare them).
+std::vector<Bf16Kernel> bf16_kernels_here();
+
 /// The blocking of an m x n x k product (trans_a: op(A) = A^T), derived from cpu_info()'s
 /// caches: mr x nr register tiles; kc (a multiple of 32) the depth of a packed slice, as deep as
 /// lets a kc x nr strip of B take a quarter of L2 (C is read and written once per slice), or, for
 /// a transposed A, as lets a block of 512 of its rows take half of L2; mc rows of A per packed
 /// block, in half of L2; nc columns of B per packed panel, in half of this core's share of L3.
 /// Each is balanced below its maximum (k = 384 at a maximum of 256 is 2 x 192). For benchmarks
-/// and tests.
+/// and tests. mr depends on the kernel (12 for avx512_bf16 and emulated, 32 for amx_bf16).
 struct GemmBf16Blocking {
   int64_t mr, nr, kc, mc, nc;
 };
-GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a);
+GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a,
+                                    Bf16Kernel kernel = Bf16Kernel::automatic);
 
 }  // namespace heed

@@ -718,7 +718,7 @@ int bench_on(const TrainOptions& flags, dist::Communicator& world) {
               {"flops_per_iter", flops},
               {"gflops", std::round(gflops * 10) / 10},
               {"mfu_fp32_peak", mfu(peaks.fp32_fma_gflops)},
-              {"mfu_bf16_peak", mfu(peaks.bf16_dot_gflops)},
+              {"mfu_bf16_peak", mfu(peaks.bf16_gflops())},
               {"cpu", json::parse(cpu_json())},
               {"tuning", json::parse(tuning_json())}};  // the work splits derived for this CPU
   if (world.size() > 1 || o.grad_accum > 1) {

@@ -87,7 +87,9 @@ TEST_CASE("heed bench reports the precision, model FLOPs, MFU against the CPU's 
     auto mfu_margin = [](double peak) { return 0.05 / peak + 0.0005 + 1e-9; };
     CHECK(j.at("mfu_fp32_peak").get<double>() == Approx(printed_gflops / fp32_peak).margin(mfu_margin(fp32_peak)));
     if (bf16_cpu) {
-      const double bf16_peak = cpu.at("peak_gflops_per_core").at("bf16_dot").get<double>();
+      // Against the peak of what the bf16 products run on: AMX's where the CPU has it, else VDPBF16PS's.
+      const double amx_peak = cpu.at("peak_gflops_per_core").at("bf16_amx").get<double>();
+      const double bf16_peak = amx_peak > 0 ? amx_peak : cpu.at("peak_gflops_per_core").at("bf16_dot").get<double>();
       CHECK(j.at("mfu_bf16_peak").get<double>() == Approx(printed_gflops / bf16_peak).margin(mfu_margin(bf16_peak)));
     } else {
       CHECK(j.at("mfu_bf16_peak").is_null());

@@ -95,7 +95,7 @@ TEST_CASE("cpu_info's cache sizes are the ones Linux reports", "[cpu]") {
   if (hw > 0) CHECK(c.cores <= static_cast<int>(hw));
 }
 
-TEST_CASE("cpu_peaks is measured once and cached, bf16 only with AVX512_BF16", "[cpu]") {
+TEST_CASE("cpu_peaks is measured once and cached, bf16 only with AVX512_BF16, AMX only where granted", "[cpu]") {
   const CpuPeaks& p = cpu_peaks();
   CHECK(std::isfinite(p.fp32_fma_gflops));
   CHECK(p.fp32_fma_gflops > 0);
@@ -105,6 +105,14 @@ TEST_CASE("cpu_peaks is measured once and cached, bf16 only with AVX512_BF16", "
     CHECK(p.bf16_dot_gflops > 0);
   } else {
     CHECK(p.bf16_dot_gflops == 0);
+  }
+  // AMX only where the process may use it; the bf16 products' peak is then AMX's.
+  if (amx_ready()) {
+    CHECK(p.bf16_amx_gflops > 0);
+    CHECK(p.bf16_gflops() == p.bf16_amx_gflops);
+  } else {
+    CHECK(p.bf16_amx_gflops == 0);
+    CHECK(p.bf16_gflops() == p.bf16_dot_gflops);
   }
   const CpuPeaks& again = cpu_peaks();
   CHECK(&again == &p);  // the same cached object: not measured twice
@@ -129,5 +137,8 @@ TEST_CASE("cpu_json is one JSON object holding cpu_info and cpu_peaks", "[cpu]")
         Approx(cpu_peaks().fp32_fma_gflops).margin(0.05));
   CHECK(j.at("peak_gflops_per_core").at("bf16_dot").get<double>() ==
         Approx(cpu_peaks().bf16_dot_gflops).margin(0.05));
+  CHECK(j.at("peak_gflops_per_core").at("bf16_amx").get<double>() ==
+        Approx(cpu_peaks().bf16_amx_gflops).margin(0.05));
+  CHECK(j.at("isa").at("amx_bf16") == c.amx_bf16);
   CHECK(j.at("peak_gflops_per_core").at("seconds").get<double>() == Approx(cpu_peaks().seconds).margin(0.0005));
 }
