@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/check.h"
 #include "core/cpu.h"
+#include "core/ops/gemm_bf16.h"
 #include "options.h"
 
 namespace heed::cli {
@@ -21,14 +22,14 @@ Option<T> precision_option(std::string T::*member, Role role) {
 }
 
 /// True for "bf16", false for "fp32"; anything else is a UsageError naming the flag, and bf16 on a
-/// CPU without AVX512_BF16 a heed::Error naming the CPU (the emulated kernel would be several times
-/// slower than fp32: heed refuses rather than run it silently).
+/// CPU with neither AVX512_BF16 nor AMX-BF16 (bf16_kernel() would be the emulated one) a heed::Error
+/// naming the CPU (the emulated kernel is several times slower than fp32: heed refuses rather than
+/// run it silently).
 inline bool precision_is_bf16(const std::string& precision) {
   if (precision != "fp32" && precision != "bf16") throw UsageError("--precision " + precision + ": must be fp32 or bf16");
   if (precision == "fp32") return false;
-  const CpuInfo& cpu = cpu_info();
-  HEED_CHECK(cpu.avx512_bf16 && cpu.avx512bw, "--precision bf16 needs a CPU with AVX512_BF16; this one (",
-             cpu.model_name, ") does not have it: use --precision fp32");
+  HEED_CHECK(bf16_kernel() != Bf16Kernel::emulated, "--precision bf16 needs a CPU with AVX512_BF16; this one (",
+             cpu_info().model_name, ") does not have it: use --precision fp32");
   return true;
 }
 
