@@ -449,4 +449,24 @@ TEST_CASE("gemm_bf16 refuses bad arguments with a heed::Error", "[bf16]") {
                               with_kernel(Bf16Kernel::avx512_bf16)),
                     Error);
   }
+  if (!amx_ready()) {  // no AMX, or Linux did not grant it: asking for the kernel is an error, not a SIGILL
+    CHECK_THROWS_AS(gemm_bf16(false, false, 2, 2, 2, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2,
+                              with_kernel(Bf16Kernel::amx_bf16)),
+                    Error);
+    CHECK(bf16_kernel() != Bf16Kernel::amx_bf16);
+  }
+}
+
+TEST_CASE("bf16_kernel runs AMX where the process may use it, else VDPBF16PS, else the emulated kernel", "[bf16]") {
+  const Bf16Kernel chosen = bf16_kernel();
+  if (amx_ready() && cpu_info().avx512bw) {
+    CHECK(chosen == Bf16Kernel::amx_bf16);
+  } else if (cpu_info().avx512_bf16 && cpu_info().avx512bw) {
+    CHECK(chosen == Bf16Kernel::avx512_bf16);
+  } else {
+    CHECK(chosen == Bf16Kernel::emulated);
+  }
+  const std::vector<Bf16Kernel> here = bf16_kernels_here();
+  CHECK(here.front() == Bf16Kernel::emulated);
+  CHECK(std::find(here.begin(), here.end(), chosen) != here.end());
 }
