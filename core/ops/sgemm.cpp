@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 #include <dnnl.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <string_view>
@@ -47,6 +49,35 @@ class OneOpenMPThread {
   int saved_ = 1;
 };
 
+// oneDNN 2.6's f32 gemm kernels (jit_avx512_common_gemm_f32 and jit_avx_gemm_f32, "nocopy" path,
+// taken when a block of the summed axis is longer than the kernel's stack buffer: k > 84 with
+// AVX-512) point rsp at a workspace they malloc. Linux writes the frame of a signal handled on the
+// thread meanwhile (several KB with the AVX-512 state) from 128 bytes below rsp down: over the
+// heap in front of that workspace. glibc then aborts in a later free ("corrupted size vs. prev_size
+// while consolidating"): `heed seq2seq` stopped by SIGINT did in ~3 % of runs, in the free of that
+// workspace at the end of a dnnl_sgemm call. oneDNN issue #4845, fixed upstream by PR #4855
+// (backported to 3.11); Debian 12 ships 2.6.3. So no signal is handled on the thread during a
+// call: its signals are blocked and stay pending until the call returns (two syscalls, ~0.1 us
+// each). glibc keeps its two internal signals (thread cancellation, setxid) unblockable; heed
+// uses neither.
+class NoSignalsDuringCall {
+ public:
+  NoSignalsDuringCall() {
+    sigset_t all;
+    sigfillset(&all);
+    blocked_ = pthread_sigmask(SIG_BLOCK, &all, &saved_) == 0;
+  }
+  ~NoSignalsDuringCall() {
+    if (blocked_) pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  }
+  NoSignalsDuringCall(const NoSignalsDuringCall&) = delete;
+  NoSignalsDuringCall& operator=(const NoSignalsDuringCall&) = delete;
+
+ private:
+  sigset_t saved_;
+  bool blocked_ = false;
+};
+
 }  // namespace
 
 bool sgemm_on_onednn() {
@@ -55,10 +86,12 @@ bool sgemm_on_onednn() {
     const std::string_view v = choice ? choice : "";
     HEED_CHECK(v.empty() || v == "onednn" || v == "openblas",
                "HEED_FP32_PRODUCTS: expected onednn or openblas (or unset), got '", v, "'");
-    // Default: OpenBLAS. oneDNN, measured faster on AVX-512 (docs/performance.md), is opt-in until
-    // a heap corruption seen only with it is understood: `heed seq2seq` stopped by SIGINT early in
-    // training aborted in glibc's free ("corrupted size vs. prev_size") in 4 of about 100 loaded
-    // runs of tests/cli/test_cli_signals.cpp's seq2seq case, and in none of 66 on OpenBLAS.
+    // Default: OpenBLAS. oneDNN, measured faster on AVX-512 (docs/performance.md), was made opt-in
+    // after a heap corruption seen only with it: `heed seq2seq` stopped by SIGINT early in training
+    // aborted in glibc's free ("corrupted size vs. prev_size") in 4 of about 100 loaded runs of
+    // tests/cli/test_cli_signals.cpp's seq2seq case, and in none of 66 on OpenBLAS. The cause was
+    // the signal handled during a oneDNN kernel that had moved rsp into the heap; see
+    // NoSignalsDuringCall above, which blocks signals during every call.
     return v == "onednn" && cpu_info().avx512f;
   }();
   return on;
@@ -76,6 +109,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const fl
   dnnl_status_t status;
   {
     const OneOpenMPThread one;
+    const NoSignalsDuringCall no_signals;
     // dnnl_sgemm is row-major, as heed's tensors are.
     status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   }

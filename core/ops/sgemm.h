@@ -34,7 +34,8 @@ inline constexpr int64_t kSgemmPieceMacs = int64_t{1} << 19;
 /// Whether fp32 products run on sgemm() here: when the environment variable HEED_FP32_PRODUCTS
 /// is onednn (read once) and the CPU has AVX-512 (core/cpu.h), where oneDNN was measured faster
 /// than OpenBLAS. Otherwise (unset, or openblas) matmul calls OpenBLAS's cblas_sgemm, as for
-/// float64: oneDNN is opt-in until a crash seen only with it is understood (core/ops/sgemm.cpp).
+/// float64: oneDNN was made opt-in after a crash seen only with it, since understood and avoided
+/// (core/ops/sgemm.cpp, NoSignalsDuringCall).
 /// Another value throws heed::Error.
 bool sgemm_on_onednn();
 

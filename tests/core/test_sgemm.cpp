@@ -1,9 +1,13 @@
 // The fp32 product kernel (core/ops/sgemm.h, oneDNN's sgemm) on raw buffers: values against a
 // float64 product with a rounding-error bound, every transpose, leading dimensions wider than the
 // matrix, beta 0 over a C full of NaN and beta 1; and fp32 matmul's bits on any thread count,
-// which its fixed pieces (core/ops/matmul.cpp) are for.
+// which its fixed pieces (core/ops/matmul.cpp) are for; and no signal handled during a call.
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <ucontext.h>
 
 #include <cmath>
 #include <cstdint>
@@ -142,4 +146,80 @@ TEST_CASE("fp32 products leave the calling thread's OpenMP team size as they fou
   CHECK(get() == 3);
   set(before);
   REQUIRE(c.size(0) == 64);
+}
+
+namespace {
+
+// The test's thread and its stack; how many SIGALRMs interrupted that thread, and how many of
+// those found its rsp off its stack. (SIGALRM goes to the process: while the test's thread blocks
+// it, another thread, a worker of OpenBLAS's or heed's pool, may take it.)
+pthread_t g_thread;
+uintptr_t g_stack_lo = 0, g_stack_hi = 0;
+volatile sig_atomic_t g_alarms = 0, g_alarms_off_stack = 0;
+
+void on_alarm(int, siginfo_t*, void* context) {
+  if (!pthread_equal(pthread_self(), g_thread)) return;
+  g_alarms = g_alarms + 1;
+  const auto rsp = static_cast<uintptr_t>(static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RSP]);
+  if (rsp < g_stack_lo || rsp >= g_stack_hi) g_alarms_off_stack = g_alarms_off_stack + 1;
+}
+
+}  // namespace
+
+TEST_CASE("fp32 products handle no signal while oneDNN's kernel has moved the stack into the heap", "[matmul][sgemm]") {
+  // oneDNN 2.6's gemm kernel points rsp at a workspace it mallocs when the summed axis is longer
+  // than its stack buffer (84 with AVX-512); a signal handled then has its frame written below
+  // that workspace, into the heap (core/ops/sgemm.cpp, NoSignalsDuringCall). A SIGALRM every 50 us
+  // during products with k = 88 and 300 must always find the thread's rsp on its own stack. The
+  // handler runs on an alternate stack and only looks at the rsp it interrupted, so this test
+  // corrupts nothing when it fails.
+  pthread_attr_t attr;
+  REQUIRE(pthread_getattr_np(pthread_self(), &attr) == 0);
+  void* lo = nullptr;
+  size_t size = 0;
+  REQUIRE(pthread_attr_getstack(&attr, &lo, &size) == 0);
+  pthread_attr_destroy(&attr);
+  g_thread = pthread_self();
+  g_stack_lo = reinterpret_cast<uintptr_t>(lo);
+  g_stack_hi = g_stack_lo + size;
+  g_alarms = 0;
+  g_alarms_off_stack = 0;
+
+  std::vector<char> alt_stack(1 << 16);
+  stack_t alt{}, saved_alt{};
+  alt.ss_sp = alt_stack.data();
+  alt.ss_size = alt_stack.size();
+  REQUIRE(sigaltstack(&alt, &saved_alt) == 0);
+  struct sigaction sa {}, saved_action {};
+  sa.sa_sigaction = on_alarm;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  REQUIRE(sigaction(SIGALRM, &sa, &saved_action) == 0);
+  std::mt19937 gen(5);
+  // seq2seq's dW = g^T x that crashed (98 x 16 x 88, A transposed), and one with a longer k
+  const Operand a1 = random_operand(true, 98, 88, 0, gen), b1 = random_operand(false, 88, 16, 0, gen);
+  const Operand a2 = random_operand(false, 48, 300, 0, gen), b2 = random_operand(false, 300, 64, 0, gen);
+  std::vector<float> c1(98 * 16), c2(48 * 64);
+  auto products = [&] {
+    sgemm(a1, b1, 0.0f, c1.data(), 16);
+    sgemm(a2, b2, 0.0f, c2.data(), 64);
+  };
+  products();  // oneDNN generates its kernels on the first call: the alarms are for the products
+
+  const itimerval every{{0, 50}, {0, 50}}, off{};
+  itimerval saved_timer{};
+  REQUIRE(setitimer(ITIMER_REAL, &every, &saved_timer) == 0);
+  int rounds = 0;
+  while (rounds < 20000 && g_alarms < 500) {
+    products();
+    ++rounds;
+  }
+
+  setitimer(ITIMER_REAL, &off, nullptr);  // a pending SIGALRM is handled on return, by on_alarm
+  sigaction(SIGALRM, &saved_action, nullptr);
+  setitimer(ITIMER_REAL, &saved_timer, nullptr);
+  sigaltstack(&saved_alt, nullptr);
+  INFO(g_alarms << " SIGALRMs on the test's thread during " << rounds << " rounds of products");
+  CHECK(g_alarms > 0);
+  REQUIRE(g_alarms_off_stack == 0);
 }
