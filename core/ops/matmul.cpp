@@ -1,6 +1,7 @@
 // Matrix products: matmul (2-D and batched, with NumPy-broadcast batch axes) and linear (PyTorch's
 // F.linear), each forward followed by its backward. Products run on OpenBLAS's cblas_?gemm / ?gemv;
-// float ones on oneDNN's sgemm instead with HEED_FP32_PRODUCTS=onednn (core/ops/sgemm.h).
+// float ones on oneDNN's sgemm instead on CPUs with AVX-512 (unless HEED_FP32_PRODUCTS=openblas;
+// core/ops/sgemm.h).
 //
 // Nothing is copied when the last two axes of an operand are a row-major matrix with a leading
 // dimension or the transpose of one: the kernel reads it in place through its transpose flag and

@@ -86,13 +86,12 @@ bool sgemm_on_onednn() {
     const std::string_view v = choice ? choice : "";
     HEED_CHECK(v.empty() || v == "onednn" || v == "openblas",
                "HEED_FP32_PRODUCTS: expected onednn or openblas (or unset), got '", v, "'");
-    // Default: OpenBLAS. oneDNN, measured faster on AVX-512 (docs/performance.md), was made opt-in
-    // after a heap corruption seen only with it: `heed seq2seq` stopped by SIGINT early in training
-    // aborted in glibc's free ("corrupted size vs. prev_size") in 4 of about 100 loaded runs of
-    // tests/cli/test_cli_signals.cpp's seq2seq case, and in none of 66 on OpenBLAS. The cause was
-    // the signal handled during a oneDNN kernel that had moved rsp into the heap; see
-    // NoSignalsDuringCall above, which blocks signals during every call.
-    return v == "onednn" && cpu_info().avx512f;
+    // Default: oneDNN where the CPU has AVX-512, measured faster there (docs/performance.md: the
+    // step 5-11 % on a Zen 4, 12-15 % on a Sapphire Rapids-class Xeon). It was opt-in for a while
+    // after a heap corruption seen only with it (`heed seq2seq` stopped by SIGINT aborted in glibc's
+    // free in ~3 % of runs): a signal handled while oneDNN's kernel had moved rsp into the heap,
+    // which NoSignalsDuringCall above now prevents. `openblas` keeps OpenBLAS.
+    return v != "openblas" && cpu_info().avx512f;
   }();
   return on;
 }

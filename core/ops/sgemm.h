@@ -5,10 +5,11 @@
 //
 //   C (m x n) = op(A) (m x k) @ op(B) (k x n) + beta C,   op(X) = X or X^T,   beta 0 or 1.
 //
-// Why oneDNN (opt-in: HEED_FP32_PRODUCTS=onednn; OpenBLAS by default and for float64, one-row
-// products and CPUs without AVX-512): on an AMD EPYC Zen 4 core its sgemm ran heed's Linear shapes
-// 10-12 % faster in cache, and the training step 5-11 % faster (docs/performance.md, "fp32
-// products on oneDNN").
+// Why oneDNN (on CPUs with AVX-512, unless HEED_FP32_PRODUCTS=openblas; OpenBLAS for float64,
+// one-row products and CPUs without AVX-512): on an AMD EPYC Zen 4 core its sgemm ran heed's
+// Linear shapes 10-12 % faster in cache, and the training step 5-11 % faster; on a Sapphire
+// Rapids-class Xeon the step 12-15 % faster (docs/performance.md, "fp32 products on oneDNN" and
+// "Issue 16 on an Intel Xeon with AMX").
 //
 // matmul splits a product's rows or columns over the threads, and no bit may depend on the thread
 // count. oneDNN's kernels choose their order of summation from the shape of the piece of C a call
@@ -31,12 +32,10 @@ namespace heed::detail {
 inline constexpr int64_t kSgemmMinPiece = 16;
 inline constexpr int64_t kSgemmPieceMacs = int64_t{1} << 19;
 
-/// Whether fp32 products run on sgemm() here: when the environment variable HEED_FP32_PRODUCTS
-/// is onednn (read once) and the CPU has AVX-512 (core/cpu.h), where oneDNN was measured faster
-/// than OpenBLAS. Otherwise (unset, or openblas) matmul calls OpenBLAS's cblas_sgemm, as for
-/// float64: oneDNN was made opt-in after a crash seen only with it, since understood and avoided
-/// (core/ops/sgemm.cpp, NoSignalsDuringCall).
-/// Another value throws heed::Error.
+/// Whether fp32 products run on sgemm() here: when the CPU has AVX-512 (core/cpu.h), where oneDNN
+/// was measured faster than OpenBLAS, unless the environment variable HEED_FP32_PRODUCTS (read
+/// once) is openblas; then, and on other CPUs, matmul calls OpenBLAS's cblas_sgemm, as for
+/// float64. HEED_FP32_PRODUCTS=onednn (or unset) asks for oneDNN; another value throws heed::Error.
 bool sgemm_on_onednn();
 
 /// Which code runs fp32 products here, with its version ("oneDNN 2.6.3 dnnl_sgemm" or "OpenBLAS

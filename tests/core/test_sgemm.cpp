@@ -97,7 +97,7 @@ TEST_CASE("fp32 products refuse a leading dimension shorter than the matrix's ro
 TEST_CASE("fp32 matmul gives the same bits on 1, 2, 3, 4 and 7 threads, thin and wide products included", "[matmul][parallel]") {
   // Shapes whose rows are each above the GEMM grain (so a split would make one-row pieces without
   // kSgemmMinPiece), with fewer rows than two pieces, with more columns than rows, and Linear's.
-  if (!heed::detail::sgemm_on_onednn()) {  // the fixed pieces are oneDNN's (HEED_FP32_PRODUCTS=onednn)
+  if (!heed::detail::sgemm_on_onednn()) {  // the fixed pieces are oneDNN's (AVX-512, HEED_FP32_PRODUCTS not openblas)
     WARN("fp32 products run on OpenBLAS in this process: its splits are checked by test_parallel.cpp");
     return;
   }
