@@ -209,8 +209,10 @@ __attribute__((target("avx512f,avx512bf16"))) double dot_bf16(int64_t iters) {
 // TDPBF16PS into four accumulator tiles from two A and two B tiles (the 2 x 2 blocking of the
 // bf16 GEMM's AMX kernel), so that each product waits on no other. Tiles are zero and ones
 // rounded to bf16: far from overflow for any number of rounds.
+#if defined(__x86_64__)  // GCC's AMX intrinsics exist for x86-64 only
+#define HEED_AMX 1
 __attribute__((target("amx-tile,amx-bf16"))) double dot_amx(int64_t iters) {
-  alignas(64) static uint16_t ones[16 * 32];
+  alignas(64) uint16_t ones[16 * 32];
   std::fill(std::begin(ones), std::end(ones), static_cast<uint16_t>(g_mul > 0 ? 0x3f80 : 0));
   const detail::AmxTileConfig config = detail::full_tiles();
   _tile_loadconfig(&config);
@@ -234,6 +236,7 @@ __attribute__((target("amx-tile,amx-bf16"))) double dot_amx(int64_t iters) {
   g_sink = out[0];
   return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
 }
+#endif
 #endif
 
 // Portable mul + add chains, for a CPU with neither AVX2 nor AVX-512 (SSE2 at best).
@@ -327,7 +330,9 @@ CpuPeaks measure(const CpuInfo& info, bool quick) {
     p.fp32_fma_gflops = gflops(mul_add_scalar, runs, run_seconds);
   }
   if (info.avx512_bf16 && !quick) p.bf16_dot_gflops = gflops(dot_bf16);
+#ifdef HEED_AMX
   if (info.amx_bf16 && !quick && amx_ready()) p.bf16_amx_gflops = gflops(dot_amx);
+#endif
 #else
   p.fp32_fma_gflops = gflops(mul_add_scalar, runs, run_seconds);
 #endif
@@ -346,7 +351,7 @@ const CpuInfo& cpu_info() {
 bool amx_ready() {
   static const bool ready = [] {
     if (!cpu_info().amx_bf16) return false;
-#if defined(__linux__) && defined(HEED_X86)
+#if defined(__linux__) && defined(HEED_AMX)
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // <asm/prctl.h>, Linux 5.16
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 #else
@@ -357,7 +362,7 @@ bool amx_ready() {
 }
 
 double amx_quick_gflops() {
-#ifdef HEED_X86
+#ifdef HEED_AMX
   static const double rate = amx_ready() ? gflops(dot_amx, 6, 0.25e-3) : 0.0;
   return rate;
 #else

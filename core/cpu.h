@@ -82,6 +82,10 @@ const CpuPeaks& cpu_quick_rates();
 /// Whether this process may use AMX tiles: cpu_info().amx_bf16, and Linux granted the process
 /// the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once, on the first call; Linux 5.16
 /// and later). Call it before any AMX instruction: without the permission one kills the process.
+/// Once granted, the process's signal frames carry the 8 KB of tile state: an alternate signal
+/// stack (sigaltstack) must then be at least the kernel's AT_MINSIGSTKSZ (about 12 KB), and one
+/// installed smaller beforehand makes the request fail (then false: the bf16 products run on
+/// VDPBF16PS). Only bf16 products and cpu_peaks() ask.
 bool amx_ready();
 
 /// TDPBF16PS's rate measured quickly (as cpu_quick_rates(): best of 6 runs of 0.25 ms) on the first

@@ -40,6 +40,9 @@
 #include <immintrin.h>
 #define HEED_X86 1
 #endif
+#if defined(__x86_64__)
+#define HEED_AMX 1  // GCC's AMX intrinsics exist for x86-64 only
+#endif
 
 namespace heed {
 namespace {
@@ -310,6 +313,7 @@ HEED_TARGET_AVX512BF16 void row_avx512_bf16(int64_t pairs, const uint32_t* x, co
   if (s < strips) row_strips_avx512_bf16<1>(pairs, x, b + s * pairs * kNR, true, last_cols, c + s * kNR, load_c);
 }
 
+#ifdef HEED_AMX
 // ---- AMX: TDPBF16PS on tiles ----
 // AMX's operands are VDPBF16PS's pair words in other shapes: a tile of A is 16 rows of one chunk's
 // 16 pair words, by row (so op(A) is always packed by row for it: a transposed A through the
@@ -420,6 +424,7 @@ class AmxTiles {
   AmxTiles(const AmxTiles&) = delete;
   AmxTiles& operator=(const AmxTiles&) = delete;
 };
+#endif  // HEED_AMX
 
 // VDPBF16PS treats denormal inputs (bf16 or the accumulator) as zero and flushes denormal results
 // to zero, whatever MXCSR says; the emulated kernel gets the same from MXCSR's DAZ and FTZ bits,
@@ -487,6 +492,8 @@ constexpr KernelSet kAvx512Bf16{pack_k_contiguous_by_row<kMR>,  pack_k_strided_b
                                 tile_avx512_bf16<true>,         tile_avx512_bf16<false>,
                                 row_avx512_bf16,                Arithmetic::avx512_bf16,
                                 kMR};
+#endif
+#ifdef HEED_AMX
 constexpr KernelSet kAmxBf16{pack_k_contiguous_by_row<kAmxMR>, pack_k_strided_by_row<kAmxMR>,
                              pack_k_contiguous_by_pair<kNR>,   pack_k_strided_by_pair<kNR>,
                              tile_amx,                         tile_amx,
@@ -499,7 +506,8 @@ constexpr KernelSet kAmxBf16{pack_k_contiguous_by_row<kAmxMR>, pack_k_strided_by
 void run_tile(TileKernel kernel, int64_t mr, int64_t q0, int64_t q1, const uint32_t* a, const uint32_t* b, float* c,
               int64_t ldc, int64_t rows, int64_t cols, bool load_c) {
   if (rows == mr && cols == kNR) return kernel(q0, q1, a, b, c, ldc, load_c);
-  alignas(64) float tile[kMaxMR * kNR] = {};
+  alignas(64) float tile[kMaxMR * kNR];
+  std::fill(tile, tile + mr * kNR, 0.0f);
   if (load_c)
     for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, tile + r * kNR);
   kernel(q0, q1, a, b, tile, kNR, load_c);
@@ -627,9 +635,11 @@ const KernelSet& kernel_set(Bf16Kernel kernel) {
   if (kernel == Bf16Kernel::automatic) kernel = bf16_kernel();
   if (kernel == Bf16Kernel::emulated) return kEmulated;
   if (kernel == Bf16Kernel::amx_bf16) {
-    HEED_CHECK(amx_ready(), "gemm_bf16: the amx_bf16 kernel needs a CPU with AMX-BF16 that the OS lets this process ",
-               "use; this ", cpu_info().model_name, " has not (use avx512_bf16 or the emulated kernel)");
-#ifdef HEED_X86
+    // (Its packing and one-row kernel use AVX-512BW too.)
+    HEED_CHECK(amx_ready() && cpu_info().avx512bw, "gemm_bf16: the amx_bf16 kernel needs a CPU with AMX-BF16 (and ",
+               "AVX-512BW) that the OS lets this process use; this ", cpu_info().model_name,
+               " has not (use avx512_bf16 or the emulated kernel)");
+#ifdef HEED_AMX
     return kAmxBf16;
 #endif
   }
@@ -664,7 +674,7 @@ void with_kernel_arithmetic(const KernelSet& ks, F&& f) {
   if (ks.arithmetic == Arithmetic::emulated) {
     FlushDenormals flush;
     f();
-#ifdef HEED_X86
+#ifdef HEED_AMX
   } else if (ks.arithmetic == Arithmetic::amx) {
     AmxTiles tiles;
     f();

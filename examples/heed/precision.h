@@ -3,6 +3,7 @@
 // else fp32, checkpoints fp32).
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include "commands.h"
@@ -17,7 +18,7 @@ namespace heed::cli {
 template <class T>
 Option<T> precision_option(std::string T::*member, Role role) {
   return {"precision", "precision", {}, member, std::string("fp32"), {},
-          "fp32, or bf16: matrix products with bf16 inputs and fp32 sums (needs a CPU with AVX512_BF16)", role,
+          "fp32, or bf16: matrix products with bf16 inputs and fp32 sums (needs a CPU with AVX512_BF16 or AMX)", role,
           false, false, /*added_later=*/true};  // runs recorded before --precision existed trained in fp32
 }
 
@@ -28,8 +29,18 @@ Option<T> precision_option(std::string T::*member, Role role) {
 inline bool precision_is_bf16(const std::string& precision) {
   if (precision != "fp32" && precision != "bf16") throw UsageError("--precision " + precision + ": must be fp32 or bf16");
   if (precision == "fp32") return false;
-  HEED_CHECK(bf16_kernel() != Bf16Kernel::emulated, "--precision bf16 needs a CPU with AVX512_BF16; this one (",
-             cpu_info().model_name, ") does not have it: use --precision fp32");
+  HEED_CHECK(bf16_kernel() != Bf16Kernel::emulated, "--precision bf16 needs a CPU with AVX512_BF16 or AMX-BF16; ",
+             "this one (", cpu_info().model_name, ") has neither: use --precision fp32");
+  // A CPU with AMX whose tiles Linux did not grant (before 5.16, or refused) runs the products on
+  // VDPBF16PS, which on such a Xeon is half the fp32 FMA rate: bf16 would train more slowly than
+  // fp32, so say so (once per process) rather than let it pass unnoticed.
+  static bool warned = false;
+  if (cpu_info().amx_bf16 && !amx_ready() && !warned) {
+    warned = true;
+    std::fprintf(stderr,
+                 "heed: warning: this CPU has AMX but Linux did not let heed use it (Linux 5.16 or later "
+                 "needed): bf16 products run on VDPBF16PS, which can be slower than --precision fp32 here\n");
+  }
   return true;
 }
 

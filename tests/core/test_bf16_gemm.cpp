@@ -211,13 +211,16 @@ TEST_CASE("gemm_bf16 is exact to the bound across k slices, row blocks and colum
   // enough for several panels of columns, for either form of A (the depth of a slice depends on it).
   const int64_t huge = int64_t(1) << 40;
   const int64_t deep = gemm_bf16_blocking(7, 9, huge, false).kc + 5;
-  const int64_t tall = gemm_bf16_blocking(huge, 40, 70, false).mc + 13;
+  int64_t tall = 0;  // past the largest block of rows of any kernel here (their tiles' rows differ)
+  for (Bf16Kernel kernel : kernels()) tall = std::max(tall, gemm_bf16_blocking(huge, 40, 70, false, kernel).mc + 13);
   const int64_t wide = std::max(gemm_bf16_blocking(1, huge, deep, false).nc, gemm_bf16_blocking(1, huge, deep, true).nc) + 40;
-  for (bool ta : {false, true}) {
-    REQUIRE(gemm_bf16_blocking(7, 9, deep, ta).kc < deep);
-    REQUIRE(gemm_bf16_blocking(tall, 40, 70, ta).mc < tall);
-    REQUIRE(gemm_bf16_blocking(1, wide, deep, ta).nc < wide);
-  }
+  for (Bf16Kernel kernel : kernels())
+    for (bool ta : {false, true}) {
+      INFO("kernel " << static_cast<int>(kernel) << " trans_a " << ta);
+      REQUIRE(gemm_bf16_blocking(7, 9, deep, ta, kernel).kc < deep);
+      REQUIRE(gemm_bf16_blocking(tall, 40, 70, ta, kernel).mc < tall);
+      REQUIRE(gemm_bf16_blocking(1, wide, deep, ta, kernel).nc < wide);
+    }
   check_shapes({{7, 9, deep}, {tall, 40, 70}, {1, wide, deep}}, false);
 }
 
@@ -243,9 +246,13 @@ TEST_CASE("the bound of the bf16 gemm tests catches a kernel that does not round
 
 TEST_CASE("gemm_bf16 gives the same bits on any thread count, split by rows or by columns", "[bf16]") {
   ThreadsGuard guard;
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{301, 70}, {40, 333}}) {
+  // The last two are large enough that the AMX kernel, whose chunks are the largest (its
+  // multiply-adds per second are), splits them too.
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{301, 70, 200}, {40, 333, 200}, {1000, 300, 500},
+                         {100, 3000, 300}}) {
     for (Bf16Kernel kernel : kernels()) {
-      Case t(false, true, m, n, 200, 11);
+      if (k > 200 && kernel != Bf16Kernel::amx_bf16) continue;
+      Case t(false, true, m, n, k, 11);
       set_num_threads(1);
       const std::vector<float> one = t.run(1.0f, with_kernel(kernel));
       for (int threads : {2, 3}) {
