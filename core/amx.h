@@ -2,10 +2,15 @@
 // measurement (core/cpu.cpp). A tile is a 2-D register of up to 16 rows of 64 bytes; eight of
 // them are configured at once by LDTILECFG from the 64-byte block below. Every user here
 // configures all eight the same way: 16 rows x 64 bytes (16 fp32 accumulators, or 16 rows of 32
-// bf16 values = 16 pair words a row).
+// bf16 values = 16 pair words a row). Use tiles only where amx_ready() (core/cpu.h) is true.
 #pragma once
 
 #include <cstdint>
+
+#if defined(__x86_64__)  // GCC's AMX intrinsics exist for x86-64 only
+#include <immintrin.h>
+#define HEED_AMX 1
+#endif
 
 namespace heed::detail {
 
@@ -27,5 +32,20 @@ inline AmxTileConfig full_tiles() {
   }
   return c;
 }
+
+#ifdef HEED_AMX
+/// Configures this thread's tiles as full_tiles() for its lifetime and releases them after (so
+/// that the kernel need not save 8 KB of tile data at every later context switch).
+class AmxTiles {
+ public:
+  __attribute__((target("amx-tile"))) AmxTiles() {
+    const AmxTileConfig config = full_tiles();
+    _tile_loadconfig(&config);
+  }
+  __attribute__((target("amx-tile"))) ~AmxTiles() { _tile_release(); }
+  AmxTiles(const AmxTiles&) = delete;
+  AmxTiles& operator=(const AmxTiles&) = delete;
+};
+#endif
 
 }  // namespace heed::detail

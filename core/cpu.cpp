@@ -209,13 +209,11 @@ __attribute__((target("avx512f,avx512bf16"))) double dot_bf16(int64_t iters) {
 // TDPBF16PS into four accumulator tiles from two A and two B tiles (the 2 x 2 blocking of the
 // bf16 GEMM's AMX kernel), so that each product waits on no other. Tiles are zero and ones
 // rounded to bf16: far from overflow for any number of rounds.
-#if defined(__x86_64__)  // GCC's AMX intrinsics exist for x86-64 only
-#define HEED_AMX 1
+#ifdef HEED_AMX
 __attribute__((target("amx-tile,amx-bf16"))) double dot_amx(int64_t iters) {
   alignas(64) uint16_t ones[16 * 32];
   std::fill(std::begin(ones), std::end(ones), static_cast<uint16_t>(g_mul > 0 ? 0x3f80 : 0));
-  const detail::AmxTileConfig config = detail::full_tiles();
-  _tile_loadconfig(&config);
+  const detail::AmxTiles tiles;
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -232,7 +230,6 @@ __attribute__((target("amx-tile,amx-bf16"))) double dot_amx(int64_t iters) {
   }
   alignas(64) float out[16 * 16];
   _tile_stored(0, out, 64);
-  _tile_release();
   g_sink = out[0];
   return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
 }

@@ -40,9 +40,6 @@
 #include <immintrin.h>
 #define HEED_X86 1
 #endif
-#if defined(__x86_64__)
-#define HEED_AMX 1  // GCC's AMX intrinsics exist for x86-64 only
-#endif
 
 namespace heed {
 namespace {
@@ -349,7 +346,7 @@ HEED_TARGET_AVX512BW void pack_k_strided_by_row(const Source& src, int64_t r0, i
 }
 
 // The 32 x 32 tile: C tile 2t + h (rows 16t.., columns 16h..) from A tile 4 + t and B tile 6 + h.
-// The thread's tiles must be configured as detail::full_tiles() (AmxTiles below).
+// The thread's tiles must be configured as detail::full_tiles() (detail::AmxTiles, core/amx.h).
 HEED_TARGET_AMX void tile_amx(int64_t q0, int64_t q1, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
                               bool load_c) {
   const size_t c_stride = static_cast<size_t>(ldc) * sizeof(float);
@@ -411,19 +408,6 @@ HEED_TARGET_AMX void row_amx(int64_t pairs, const uint32_t* x, const uint32_t* b
     }
   }
 }
-
-// Loads the tile configuration on this thread for its lifetime, and releases the tiles after
-// (so that the kernel need not save 8 KB of tile data at every context switch).
-class AmxTiles {
- public:
-  HEED_TARGET_AMX AmxTiles() {
-    const detail::AmxTileConfig config = detail::full_tiles();
-    _tile_loadconfig(&config);
-  }
-  HEED_TARGET_AMX ~AmxTiles() { _tile_release(); }
-  AmxTiles(const AmxTiles&) = delete;
-  AmxTiles& operator=(const AmxTiles&) = delete;
-};
 #endif  // HEED_AMX
 
 // VDPBF16PS treats denormal inputs (bf16 or the accumulator) as zero and flushes denormal results
@@ -676,7 +660,7 @@ void with_kernel_arithmetic(const KernelSet& ks, F&& f) {
     f();
 #ifdef HEED_AMX
   } else if (ks.arithmetic == Arithmetic::amx) {
-    AmxTiles tiles;
+    const detail::AmxTiles tiles;
     f();
 #endif
   } else {
