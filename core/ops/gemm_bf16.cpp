@@ -528,6 +528,7 @@ struct Problem {
   int64_t ldc;
   Bf16Skip skip;
   int64_t diagonal;
+  Bf16BlockingCaps caps;
 };
 
 // Splits [0, total) into the fewest blocks of at most `max` (a multiple of `unit`), all of about
@@ -545,12 +546,12 @@ void prefetch_rows(const Source& src, int64_t r0, int64_t rows, int64_t k0, int6
     for (int64_t k = 0; k < kb; k += kLine) __builtin_prefetch(src.data + r * src.ld + k0 + k);
 }
 
-GemmBf16Blocking blocking(int64_t m, int64_t n, int64_t k, bool trans_a, int64_t mr);
+GemmBf16Blocking blocking(int64_t m, int64_t n, int64_t k, bool trans_a, int64_t mr, const Bf16BlockingCaps& caps);
 
 // The whole product on the calling thread.
 void gemm_serial(const Problem& pr, const KernelSet& ks) {
   const int64_t mr = ks.mr;
-  const GemmBf16Blocking blk = blocking(pr.m, pr.n, pr.k, !pr.a.k_contiguous, mr);
+  const GemmBf16Blocking blk = blocking(pr.m, pr.n, pr.k, !pr.a.k_contiguous, mr, pr.caps);
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
   const PackFn pack_a = pr.a.k_contiguous ? ks.pack_a_k_contiguous : ks.pack_a_k_strided;
   const PackFn pack_b = pr.b.k_contiguous ? ks.pack_b_k_contiguous : ks.pack_b_k_strided;
@@ -737,12 +738,13 @@ std::vector<Bf16Kernel> bf16_kernels_here() {
   return kernels;
 }
 
-GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a, Bf16Kernel kernel) {
-  return blocking(m, n, k, trans_a, kernel_set(kernel).mr);
+GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a, Bf16Kernel kernel,
+                                    const Bf16BlockingCaps& caps) {
+  return blocking(m, n, k, trans_a, kernel_set(kernel).mr, caps);
 }
 
 namespace {
-GemmBf16Blocking blocking(int64_t m, int64_t n, int64_t k, bool trans_a, int64_t mr) {
+GemmBf16Blocking blocking(int64_t m, int64_t n, int64_t k, bool trans_a, int64_t mr, const Bf16BlockingCaps& caps) {
   constexpr int64_t kBytes = 2;  // per bf16 element
   struct Limits {
     int64_t kc_max, kc_max_transposed, l2_half, l3_half;
@@ -762,12 +764,14 @@ GemmBf16Blocking blocking(int64_t m, int64_t n, int64_t k, bool trans_a, int64_t
     return Limits{kc_max, std::min(kc_max, whole_chunks(cpu.l2_bytes / 2 / (kMinTransposedRows * kBytes))),
                   cpu.l2_bytes / 2, cpu.l3_per_core() / 2};
   }();
+  auto capped = [](int64_t limit, int64_t cap) { return cap > 0 ? std::min(limit, cap) : limit; };
   GemmBf16Blocking b{mr, kNR, 0, 0, 0};
-  b.kc = balanced_block(std::max<int64_t>(k, 1), trans_a ? limits.kc_max_transposed : limits.kc_max, 2 * kChunk);
+  b.kc = balanced_block(std::max<int64_t>(k, 1), capped(trans_a ? limits.kc_max_transposed : limits.kc_max, caps.kc),
+                        2 * kChunk);
   // The packed block of A, reused by every strip of B, in half of L2; the panel of B in half of
   // this core's share of L3.
-  const int64_t mc_max = std::max<int64_t>(mr, limits.l2_half / (b.kc * kBytes) / mr * mr);
-  const int64_t nc_max = std::max<int64_t>(kNR, limits.l3_half / (b.kc * kBytes) / kNR * kNR);
+  const int64_t mc_max = std::max<int64_t>(mr, capped(limits.l2_half / (b.kc * kBytes), caps.mc) / mr * mr);
+  const int64_t nc_max = std::max<int64_t>(kNR, capped(limits.l3_half / (b.kc * kBytes), caps.nc) / kNR * kNR);
   b.mc = balanced_block(std::max<int64_t>(m, 1), mc_max, mr);
   b.nc = balanced_block(std::max<int64_t>(n, 1), nc_max, kNR);
   return b;
@@ -781,7 +785,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_only(m, n, beta == 1.0f, c, ldc);
   const Problem whole{m, n, k, {a, lda, !trans_a}, {b, ldb, trans_b}, beta == 1.0f, c, ldc, options.skip,
-                      options.diagonal};
+                      options.diagonal, options.caps};
   if (m == 1 && options.skip == Bf16Skip::none) return gemv_bf16(whole, ks);
   // Split the longer side of C into runs of whole tiles (so every tile, and so every bit of the
   // result, is the same on any thread count), each at least kMinProductChunkSeconds of work.
@@ -834,7 +838,8 @@ void gemm_bf16_batched(int64_t outer, int64_t inner, int64_t m, int64_t n, int64
                        pc,
                        c.ld,
                        options.skip,
-                       options.diagonal};
+                       options.diagonal,
+                       options.caps};
       run(pr, ks);
     }
   });

@@ -62,10 +62,18 @@ enum class Bf16Skip {
   a_below,  ///< op(A)(i, k) is zero for k < i + diagonal
 };
 
+/// Upper bounds on a product's blocking (kc, mc, nc of gemm_bf16_blocking below; 0: none), for
+/// tests: several k slices, blocks of rows and panels of columns at small sizes, whatever the
+/// caches. The order of the sums, and so the bits, follow the blocking.
+struct Bf16BlockingCaps {
+  int64_t kc = 0, mc = 0, nc = 0;
+};
+
 struct GemmBf16Options {
   Bf16Kernel kernel = Bf16Kernel::automatic;
   Bf16Skip skip = Bf16Skip::none;
   int64_t diagonal = 0;
+  Bf16BlockingCaps caps;
 };
 
 /// C = op(A) op(B) + beta C (see the top of this file), split over heed's threads
@@ -143,6 +151,6 @@ struct GemmBf16Blocking {
   int64_t mr, nr, kc, mc, nc;
 };
 GemmBf16Blocking gemm_bf16_blocking(int64_t m, int64_t n, int64_t k, bool trans_a,
-                                    Bf16Kernel kernel = Bf16Kernel::automatic);
+                                    Bf16Kernel kernel = Bf16Kernel::automatic, const Bf16BlockingCaps& caps = {});
 
 }  // namespace heed

@@ -150,7 +150,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (bf16) return gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, {.kernel = *bf16});  // splits itself
+    if (bf16) return gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, {.kernel = *bf16, .skip = Bf16Skip::none, .diagonal = 0, .caps = {}});  // splits itself
   }
   constexpr int64_t kMax = std::numeric_limits<blasint>::max();
   HEED_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,

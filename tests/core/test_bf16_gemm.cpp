@@ -157,15 +157,15 @@ bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
-struct Shape {
+struct Mnk {  // a product's sizes
   int64_t m, n, k;
 };
 
 // Every shape in every transpose form (and with padded leading dimensions when `pads`), beta 0
 // and 1, on every kernel: inside the bound, the padding of C untouched, and the kernels' bits equal.
-void check_shapes(const std::vector<Shape>& shapes, bool pads) {
+void check_shapes(const std::vector<Mnk>& shapes, bool pads, const Bf16BlockingCaps& caps = {}) {
   int seed = 0;
-  for (const Shape& s : shapes)
+  for (const Mnk& s : shapes)
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (int64_t pad : {0, 3}) {
@@ -177,7 +177,9 @@ void check_shapes(const std::vector<Shape>& shapes, bool pads) {
             for (Bf16Kernel kernel : kernels()) {
               INFO("m=" << s.m << " n=" << s.n << " k=" << s.k << " trans_a=" << ta << " trans_b=" << tb << " pad="
                         << pad << " beta=" << beta << " kernel=" << static_cast<int>(kernel));
-              const std::vector<float> out = t.run(beta, with_kernel(kernel));
+              GemmBf16Options options = with_kernel(kernel);
+              options.caps = caps;
+              const std::vector<float> out = t.run(beta, options);
               if (kernel != Bf16Kernel::amx_bf16) outs.push_back(out);  // AMX's bits are its own
               REQUIRE(count_outside_bound(t, ref, out, [](int64_t, int64_t) { return true; }) == 0);
               // Padding between rows of C is never written.
@@ -207,21 +209,33 @@ TEST_CASE("gemm_bf16 equals the fp32 sum of bf16-rounded products in every trans
 }
 
 TEST_CASE("gemm_bf16 is exact to the bound across k slices, row blocks and column panels", "[bf16]") {
-  // Products deep enough for several k slices, tall enough for several blocks of rows, wide
-  // enough for several panels of columns, for either form of A (the depth of a slice depends on it).
+  // The blocking this CPU's caches give: products deeper than a k slice and taller than a block of
+  // rows, for either form of A (the depth of a slice depends on it). Its panels of columns (half
+  // of a core's share of L3: hundreds of MB of B on some hosts) are run through caps below.
   const int64_t huge = int64_t(1) << 40;
   const int64_t deep = gemm_bf16_blocking(7, 9, huge, false).kc + 5;
   int64_t tall = 0;  // past the largest block of rows of any kernel here (their tiles' rows differ)
   for (Bf16Kernel kernel : kernels()) tall = std::max(tall, gemm_bf16_blocking(huge, 40, 70, false, kernel).mc + 13);
-  const int64_t wide = std::max(gemm_bf16_blocking(1, huge, deep, false).nc, gemm_bf16_blocking(1, huge, deep, true).nc) + 40;
   for (Bf16Kernel kernel : kernels())
     for (bool ta : {false, true}) {
       INFO("kernel " << static_cast<int>(kernel) << " trans_a " << ta);
       REQUIRE(gemm_bf16_blocking(7, 9, deep, ta, kernel).kc < deep);
       REQUIRE(gemm_bf16_blocking(tall, 40, 70, ta, kernel).mc < tall);
-      REQUIRE(gemm_bf16_blocking(1, wide, deep, ta, kernel).nc < wide);
     }
-  check_shapes({{7, 9, deep}, {tall, 40, 70}, {1, wide, deep}}, false);
+  check_shapes({{7, 9, deep}, {tall, 40, 70}}, false);
+
+  // Small caps: several slices, blocks and panels at once, with ragged last ones, in one product.
+  const Bf16BlockingCaps caps{64, 64, 64};
+  const Mnk capped{75, 150, 150};
+  for (Bf16Kernel kernel : kernels())
+    for (bool ta : {false, true}) {
+      INFO("kernel " << static_cast<int>(kernel) << " trans_a " << ta);
+      const GemmBf16Blocking blk = gemm_bf16_blocking(capped.m, capped.n, capped.k, ta, kernel, caps);
+      REQUIRE(blk.kc < capped.k);
+      REQUIRE(blk.mc < capped.m);
+      REQUIRE(blk.nc < capped.n);
+    }
+  check_shapes({capped, {2, 150, 150}}, true, caps);
 }
 
 TEST_CASE("the bound of the bf16 gemm tests catches a kernel that does not round its inputs", "[bf16]") {
