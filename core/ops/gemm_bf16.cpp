@@ -325,23 +325,24 @@ template <int64_t R>
 HEED_TARGET_AVX512BW void pack_k_strided_by_row(const Source& src, int64_t r0, int64_t rows, int64_t k0, int64_t kb,
                                                 uint32_t* dst) {
   static_assert(R % 16 == 0);
+  // A chunk (32 source rows) at a time, its rows read along their length across every group of 16
+  // panel rows: long runs the hardware prefetchers follow. (Group by group, each visit read one
+  // 64-byte line of each of the slice's source rows, a kb-line stride walk per group.)
   const int64_t pairs = padded_pairs(kb), chunks = pairs / kChunk;
-  for (int64_t s = 0; s < ceil_div(rows, R); ++s, dst += R * pairs)
-    for (int64_t g = 0; g < R; g += 16) {
-      const int64_t e = s * R + g;  // the first panel row of this group
+  for (int64_t q = 0; q < chunks; ++q)
+    for (int64_t e = 0; e < round_up(rows, R); e += 16) {  // the first panel row of a group of 16
       const __mmask16 m = first_lanes(rows - e);
-      for (int64_t q = 0; q < chunks; ++q) {
-        __m512i w[16];
-        for (int64_t u = 0; u < kChunk; ++u) {
-          const int64_t k = 2 * (q * kChunk + u);
-          const float* x = src.data + (k0 + k) * src.ld + r0 + e;
-          const __m512 even = k < kb ? _mm512_maskz_loadu_ps(m, x) : _mm512_setzero_ps();
-          const __m512 odd = k + 1 < kb ? _mm512_maskz_loadu_ps(m, x + src.ld) : _mm512_setzero_ps();
-          w[u] = pair_words(even, odd);
-        }
-        detail::transpose16(w);
-        for (int64_t i = 0; i < 16; ++i) _mm512_store_si512(dst + q * kChunk * R + (g + i) * kChunk, w[i]);
+      __m512i w[16];
+      for (int64_t u = 0; u < kChunk; ++u) {
+        const int64_t k = 2 * (q * kChunk + u);
+        const float* x = src.data + (k0 + k) * src.ld + r0 + e;
+        const __m512 even = k < kb ? _mm512_maskz_loadu_ps(m, x) : _mm512_setzero_ps();
+        const __m512 odd = k + 1 < kb ? _mm512_maskz_loadu_ps(m, x + src.ld) : _mm512_setzero_ps();
+        w[u] = pair_words(even, odd);
       }
+      detail::transpose16(w);
+      uint32_t* strip = dst + (e / R) * R * pairs + q * kChunk * R + (e % R) * kChunk;
+      for (int64_t i = 0; i < 16; ++i) _mm512_store_si512(strip + i * kChunk, w[i]);
     }
 }
 
