@@ -348,11 +348,15 @@ HEED_TARGET_AVX512BW void pack_k_strided_by_row(const Source& src, int64_t r0, i
 
 // The 32 x 32 tile: C tile 2t + h (rows 16t.., columns 16h..) from A tile 4 + t and B tile 6 + h.
 // The thread's tiles must be configured as detail::full_tiles() (detail::AmxTiles, core/amx.h).
+// kStreamC: C is only written (never loaded), through a 4 KB scratch in L1 and non-temporal
+// stores, which do not read each line of C before writing it (see kAmxBf16StreamC below); c must
+// be 64-byte aligned and ldc a multiple of 16.
+template <bool kStreamC>
 HEED_TARGET_AMX void tile_amx(int64_t q0, int64_t q1, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
                               bool load_c) {
   const size_t c_stride = static_cast<size_t>(ldc) * sizeof(float);
   float* c1 = c + 16 * ldc;
-  if (load_c) {
+  if (load_c && !kStreamC) {
     _tile_loadd(0, c, c_stride);
     _tile_loadd(1, c + 16, c_stride);
     _tile_loadd(2, c1, c_stride);
@@ -376,10 +380,23 @@ HEED_TARGET_AMX void tile_amx(int64_t q0, int64_t q1, const uint32_t* a, const u
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, c, c_stride);
-  _tile_stored(1, c + 16, c_stride);
-  _tile_stored(2, c1, c_stride);
-  _tile_stored(3, c1 + 16, c_stride);
+  if constexpr (kStreamC) {
+    alignas(64) float scratch[kAmxMR * kNR];
+    constexpr size_t kRow = kNR * sizeof(float);
+    _tile_stored(0, scratch, kRow);
+    _tile_stored(1, scratch + 16, kRow);
+    _tile_stored(2, scratch + 16 * kNR, kRow);
+    _tile_stored(3, scratch + 16 * kNR + 16, kRow);
+    for (int64_t r = 0; r < kAmxMR; ++r) {
+      _mm512_stream_ps(c + r * ldc, _mm512_load_ps(scratch + r * kNR));
+      _mm512_stream_ps(c + r * ldc + 16, _mm512_load_ps(scratch + r * kNR + 16));
+    }
+  } else {
+    _tile_stored(0, c, c_stride);
+    _tile_stored(1, c + 16, c_stride);
+    _tile_stored(2, c1, c_stride);
+    _tile_stored(3, c1 + 16, c_stride);
+  }
 }
 
 // One row of C on the tiles: every row of A's tile is x's chunk (a row stride of 0), so every row
@@ -466,6 +483,11 @@ struct KernelSet {
   RowKernel row;
   Arithmetic arithmetic;
   int64_t mr;
+  // A tile kernel that only writes C, with non-temporal stores (A by row), or nullptr: for C
+  // written once and too large for L2 (gemm_serial). AMX's tiles make C faster than stores that
+  // first read each line for ownership can take it: small's bf16 step on a Xeon ran 6 % faster
+  // with it, baby's (whose C stays in L2) 13 % slower when every C was streamed.
+  TileKernel tile_streaming_c = nullptr;
 };
 
 constexpr KernelSet kEmulated{pack_portable<kMR, true>,  pack_portable<kMR, false>, pack_portable<kNR, false>,
@@ -481,9 +503,9 @@ constexpr KernelSet kAvx512Bf16{pack_k_contiguous_by_row<kMR>,  pack_k_strided_b
 #ifdef HEED_AMX
 constexpr KernelSet kAmxBf16{pack_k_contiguous_by_row<kAmxMR>, pack_k_strided_by_row<kAmxMR>,
                              pack_k_contiguous_by_pair<kNR>,   pack_k_strided_by_pair<kNR>,
-                             tile_amx,                         tile_amx,
+                             tile_amx<false>,                  tile_amx<false>,
                              row_amx,                          Arithmetic::amx,
-                             kAmxMR};
+                             kAmxMR,                           tile_amx<true>};
 #endif
 
 // One tile of `rows` x `cols` (at most mr x kNR) at c: the kernel in place when the tile is
@@ -557,6 +579,11 @@ void gemm_serial(const Problem& pr, const KernelSet& ks) {
   const PackFn pack_a = pr.a.k_contiguous ? ks.pack_a_k_contiguous : ks.pack_a_k_strided;
   const PackFn pack_b = pr.b.k_contiguous ? ks.pack_b_k_contiguous : ks.pack_b_k_strided;
   const TileKernel kernel = pr.a.k_contiguous ? ks.tile_a_by_row : ks.tile_a_by_pair;
+  // C written once (beta 0, one k slice) and larger than L2, so headed for memory anyway: its
+  // whole tiles skip the read for ownership of every line (see KernelSet::tile_streaming_c).
+  const bool stream_c = ks.tile_streaming_c && !pr.beta_one && kc >= pr.k &&
+                        pr.m * pr.n * static_cast<int64_t>(sizeof(float)) > cpu_info().l2_bytes &&
+                        reinterpret_cast<uintptr_t>(pr.c) % 64 == 0 && pr.ldc % 16 == 0;
   thread_local PackBuffer a_buffer, b_buffer;
   uint32_t* ap = a_buffer.get(mc * kc / 2);
   uint32_t* bp = b_buffer.get(nc * kc / 2);
@@ -601,20 +628,24 @@ void gemm_serial(const Problem& pr, const KernelSet& ks) {
               }
             }
             if (pr.skip == Bf16Skip::c_above && j0 > i0 + rows - 1 + pr.diagonal) continue;
+            const bool whole = rows == mr && cols == kNR;
             // The next tile's rows of C, while this tile computes (C comes from memory). AMX's
             // tiles too: without this, small's c_fc forward alone (bench/bf16_gemm.cpp) ran 10-14 %
             // faster on a Xeon, but small's bf16 training step 7 % slower (heed bench, alternated).
-            if (ir + mr < mb)
+            if (ir + mr < mb && !stream_c)
               for (int64_t r = 0; r < std::min(mr, mb - ir - mr); ++r)
                 for (int64_t j = 0; j < cols; j += 16) __builtin_prefetch(pr.c + (i0 + mr + r) * pr.ldc + j0 + j, 1);
             // (An empty range still runs: the tile must be started at zero, or kept, for later slices.)
-            run_tile(kernel, mr, q0, q1, ap + ir * pairs, bp + jr * pairs, pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols,
-                     load_c);
+            run_tile(stream_c && whole ? ks.tile_streaming_c : kernel, mr, q0, q1, ap + ir * pairs, bp + jr * pairs,
+                     pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols, load_c);
           }
         }
       }
     }
   }
+#ifdef HEED_X86
+  if (stream_c) _mm_sfence();  // non-temporal stores are weakly ordered: complete them before C is read
+#endif
 }
 
 const KernelSet& kernel_set(Bf16Kernel kernel) {
