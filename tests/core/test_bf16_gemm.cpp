@@ -293,8 +293,8 @@ TEST_CASE("gemm_bf16 writes a C larger than L2 with the same bits on any thread 
     for (int64_t pad : {0, 3}) {  // pad 3: rows not 64-byte aligned, so never streamed
       Case t(false, true, m, n, k, 900 + static_cast<uint64_t>(pad), pad);
       const Reference ref(t, 0.0f);
-      std::unique_ptr<float, decltype(&std::free)> c(
-          static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(m * t.ldc) * sizeof(float))), &std::free);
+      const size_t bytes = (static_cast<size_t>(m * t.ldc) * sizeof(float) + 63) / 64 * 64;  // a multiple of 64
+      std::unique_ptr<float, decltype(&std::free)> c(static_cast<float*>(std::aligned_alloc(64, bytes)), &std::free);
       REQUIRE(c != nullptr);
       std::vector<float> one;
       for (int threads : {1, 2, 3}) {
