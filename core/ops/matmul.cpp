@@ -473,8 +473,15 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
         gemm<T>(G.t(), X, make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0), bf16);
       };
       // On two threads the two products (equal work) run side by side, each whole on one core:
-      // no split, no synchronisation inside either (core/tuning.h, side_by_side_macs).
-      if (need_x && need_w && num_threads() == 2 && rows * in * out_f >= tuning().side_by_side_macs) {
+      // no split, no synchronisation inside either (core/tuning.h, side_by_side_macs). Not on
+      // oneDNN's fp32 kernels: their dw (A transposed, k = rows) runs well below their dx (small's
+      // c_fc on a Xeon, one core each: 45 against 33 ms), so the core done with dx would wait; each
+      // product split over both cores (in the same fixed pieces: the same bits) made small's fp32
+      // step 6 % faster there and baby's 2-6 %. OpenBLAS's two run alike, and side by side stays
+      // faster for it (small 1162-1250 against 1316-1327 ms); see docs/performance.md.
+      bool even_pair = true;
+      if constexpr (std::is_same_v<T, float>) even_pair = bf16.has_value() || !detail::sgemm_on_onednn();
+      if (even_pair && need_x && need_w && num_threads() == 2 && rows * in * out_f >= tuning().side_by_side_macs) {
         parallel_for(2, 1, [&](int64_t i, int64_t) { i == 0 ? dx() : dw(); });
       } else {
         if (need_x) dx();
