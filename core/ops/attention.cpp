@@ -398,7 +398,7 @@ Bf16Operand bf16_weights(const Tensor& w, const HeadsCall& c, bool trans) {
   return {w.data<float>(), c.Tk, trans, c.nh * c.Tq * c.Tk, c.Tq * c.Tk};
 }
 GemmBf16Options bf16_options(const HeadsCall& c, Bf16Skip skip, int64_t diagonal) {
-  return {.kernel = *c.bf16, .skip = c.causal ? skip : Bf16Skip::none, .diagonal = diagonal, .caps = {}};
+  return {*c.bf16, c.causal ? skip : Bf16Skip::none, diagonal};
 }
 // Heads per parallel chunk of the fp32 work between the products (about Tq Tk elements a head).
 int64_t row_grain(const HeadsCall& c) { return std::max<int64_t>(1, tuning().row_grain_elems / std::max<int64_t>(1, c.Tq * c.Tk)); }

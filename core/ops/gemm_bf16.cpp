@@ -349,8 +349,8 @@ HEED_TARGET_AVX512BW void pack_k_strided_by_row(const Source& src, int64_t r0, i
 // The 32 x 32 tile: C tile 2t + h (rows 16t.., columns 16h..) from A tile 4 + t and B tile 6 + h.
 // The thread's tiles must be configured as detail::full_tiles() (detail::AmxTiles, core/amx.h).
 // kStreamC: C is only written (never loaded), through a 4 KB scratch in L1 and non-temporal
-// stores, which do not read each line of C before writing it (see kAmxBf16StreamC below); c must
-// be 64-byte aligned and ldc a multiple of 16.
+// stores, which do not read each line of C before writing it (see KernelSet::tile_streaming_c);
+// c must be 64-byte aligned and ldc a multiple of 16.
 template <bool kStreamC>
 HEED_TARGET_AMX void tile_amx(int64_t q0, int64_t q1, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
                               bool load_c) {
@@ -483,10 +483,11 @@ struct KernelSet {
   RowKernel row;
   Arithmetic arithmetic;
   int64_t mr;
-  // A tile kernel that only writes C, with non-temporal stores (A by row), or nullptr: for C
-  // written once and too large for L2 (gemm_serial). AMX's tiles make C faster than stores that
-  // first read each line for ownership can take it: small's bf16 step on a Xeon ran 6 % faster
-  // with it, baby's (whose C stays in L2) 13 % slower when every C was streamed.
+  // A tile kernel that only writes C, with non-temporal stores, or nullptr: for a C written once
+  // and too large for L2 (gemm_serial). AMX's tiles make C faster than stores that first read each
+  // line for ownership can take it (docs/performance.md, "Issue 16 on the Xeon, continued").
+  // gemm_serial runs it for either layout of A, so a set that has one must use one tile kernel
+  // for both (AMX packs A by row always).
   TileKernel tile_streaming_c = nullptr;
 };
 
@@ -798,7 +799,9 @@ GemmBf16Blocking blocking(int64_t m, int64_t n, int64_t k, bool trans_a, int64_t
   }();
   auto capped = [](int64_t limit, int64_t cap) { return cap > 0 ? std::min(limit, cap) : limit; };
   GemmBf16Blocking b{mr, kNR, 0, 0, 0};
-  b.kc = balanced_block(std::max<int64_t>(k, 1), capped(trans_a ? limits.kc_max_transposed : limits.kc_max, caps.kc),
+  // (A cap on kc in whole chunks, so that the balanced slices stay under it.)
+  const int64_t kc_cap = caps.kc > 0 ? std::max(2 * kChunk, caps.kc / (2 * kChunk) * (2 * kChunk)) : 0;
+  b.kc = balanced_block(std::max<int64_t>(k, 1), capped(trans_a ? limits.kc_max_transposed : limits.kc_max, kc_cap),
                         2 * kChunk);
   // The packed block of A, reused by every strip of B, in half of L2; the panel of B in half of
   // this core's share of L3.

@@ -64,7 +64,8 @@ enum class Bf16Skip {
 
 /// Upper bounds on a product's blocking (kc, mc, nc of gemm_bf16_blocking below; 0: none), for
 /// tests: several k slices, blocks of rows and panels of columns at small sizes, whatever the
-/// caches. The order of the sums, and so the bits, follow the blocking.
+/// caches. Each is rounded down to its unit (kc to 32, mc and nc to the kernel's tile), and is at
+/// least one unit. The order of the sums, and so the bits, follow the blocking.
 struct Bf16BlockingCaps {
   int64_t kc = 0, mc = 0, nc = 0;
 };
@@ -73,7 +74,7 @@ struct GemmBf16Options {
   Bf16Kernel kernel = Bf16Kernel::automatic;
   Bf16Skip skip = Bf16Skip::none;
   int64_t diagonal = 0;
-  Bf16BlockingCaps caps;
+  Bf16BlockingCaps caps = {};
 };
 
 /// C = op(A) op(B) + beta C (see the top of this file), split over heed's threads

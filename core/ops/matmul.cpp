@@ -150,7 +150,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (bf16) return gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, {.kernel = *bf16, .skip = Bf16Skip::none, .diagonal = 0, .caps = {}});  // splits itself
+    if (bf16) return gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, {.kernel = *bf16});  // splits itself
   }
   constexpr int64_t kMax = std::numeric_limits<blasint>::max();
   HEED_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
@@ -474,11 +474,10 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
       };
       // On two threads the two products (equal work) run side by side, each whole on one core:
       // no split, no synchronisation inside either (core/tuning.h, side_by_side_macs). Not on
-      // oneDNN's fp32 kernels: their dw (A transposed, k = rows) runs well below their dx (small's
-      // c_fc on a Xeon, one core each: 45 against 33 ms), so the core done with dx would wait; each
-      // product split over both cores (in the same fixed pieces: the same bits) made small's fp32
-      // step 6 % faster there and baby's 2-6 %. OpenBLAS's two run alike, and side by side stays
-      // faster for it (small 1162-1250 against 1316-1327 ms); see docs/performance.md.
+      // oneDNN's fp32 kernels: their dw (A transposed, k = rows) runs well below their dx, so the
+      // core done with dx would wait; each product split over both cores in turn (in the same
+      // fixed pieces: the same bits) is faster there. OpenBLAS's two run alike, and side by side
+      // stays faster for it (docs/performance.md, "Issue 16 on the Xeon, continued").
       bool even_pair = true;
       if constexpr (std::is_same_v<T, float>) even_pair = bf16.has_value() || !detail::sgemm_on_onednn();
       if (even_pair && need_x && need_w && num_threads() == 2 && rows * in * out_f >= tuning().side_by_side_macs) {

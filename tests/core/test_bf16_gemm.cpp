@@ -285,35 +285,45 @@ TEST_CASE("gemm_bf16 writes a C larger than L2 with the same bits on any thread 
   // A C written once (beta 0, one k slice) and larger than L2 is written with non-temporal stores
   // by the kernels that have them (AMX), when its rows are 64-byte aligned; a thread's part of it
   // is streamed or not depending on its size. The same sums either way: the bits of one thread
-  // on two and three, inside the bound, and the padding of unaligned rows untouched.
+  // on two and three, inside the bound, and the padding of unaligned rows untouched. Tall (split
+  // by rows) and wide (split by columns), with A read along k or transposed.
   ThreadsGuard guard;
-  const int64_t n = 1024, k = 64;
-  const int64_t m = 3 * cpu_info().l2_bytes / (n * static_cast<int64_t>(sizeof(float))) + 5;  // a ragged last tile
-  for (Bf16Kernel kernel : kernels())
-    for (int64_t pad : {0, 3}) {  // pad 3: rows not 64-byte aligned, so never streamed
-      Case t(false, true, m, n, k, 900 + static_cast<uint64_t>(pad), pad);
-      const Reference ref(t, 0.0f);
-      const size_t bytes = (static_cast<size_t>(m * t.ldc) * sizeof(float) + 63) / 64 * 64;  // a multiple of 64
-      std::unique_ptr<float, decltype(&std::free)> c(static_cast<float*>(std::aligned_alloc(64, bytes)), &std::free);
-      REQUIRE(c != nullptr);
-      std::vector<float> one;
-      for (int threads : {1, 2, 3}) {
-        INFO("kernel=" << static_cast<int>(kernel) << " pad=" << pad << " threads=" << threads);
-        set_num_threads(threads);
-        std::fill(c.get(), c.get() + m * t.ldc, std::numeric_limits<float>::quiet_NaN());
-        gemm_bf16(false, true, m, n, k, t.a.data(), t.lda, t.b.data(), t.ldb, 0.0f, c.get(), t.ldc,
-                  with_kernel(kernel));
-        const std::vector<float> got(c.get(), c.get() + m * t.ldc);
-        if (threads == 1) {
-          one = got;
-          REQUIRE(count_outside_bound(t, ref, got, [](int64_t, int64_t) { return true; }) == 0);
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = n; j < t.ldc; ++j) REQUIRE(std::isnan(got[i * t.ldc + j]));
-        } else {
-          REQUIRE(same_bits(got, one));
+  struct FreeFloats {
+    void operator()(float* p) const { std::free(p); }
+  };
+  const int64_t l2_floats = cpu_info().l2_bytes / static_cast<int64_t>(sizeof(float)), k = 32;
+  const std::vector<Mnk> shapes{{3 * l2_floats / 1024 + 5, 1024, k},  // a ragged last tile of rows
+                                {100, 3 * l2_floats / 100 + 7, k}};  // and of columns
+  int seed = 900;
+  for (const Mnk& s : shapes)
+    for (bool ta : {false, true})
+      for (int64_t pad : {0, 3}) {  // pad 3: rows not 64-byte aligned, so never streamed
+        Case t(ta, true, s.m, s.n, s.k, static_cast<uint64_t>(seed++), pad);
+        const Reference ref(t, 0.0f);
+        const size_t bytes = (static_cast<size_t>(t.m * t.ldc) * sizeof(float) + 63) / 64 * 64;  // aligned_alloc's rule
+        std::unique_ptr<float, FreeFloats> c(static_cast<float*>(std::aligned_alloc(64, bytes)));
+        REQUIRE(c != nullptr);
+        for (Bf16Kernel kernel : kernels()) {
+          std::vector<float> one;
+          for (int threads : {1, 2, 3}) {
+            INFO("m=" << t.m << " n=" << t.n << " trans_a=" << ta << " pad=" << pad << " kernel="
+                      << static_cast<int>(kernel) << " threads=" << threads);
+            set_num_threads(threads);
+            std::fill(c.get(), c.get() + t.m * t.ldc, std::numeric_limits<float>::quiet_NaN());
+            gemm_bf16(ta, true, t.m, t.n, t.k, t.a.data(), t.lda, t.b.data(), t.ldb, 0.0f, c.get(), t.ldc,
+                      with_kernel(kernel));
+            const std::vector<float> got(c.get(), c.get() + t.m * t.ldc);
+            if (threads == 1) {
+              one = got;
+              REQUIRE(count_outside_bound(t, ref, got, [](int64_t, int64_t) { return true; }) == 0);
+              for (int64_t i = 0; i < t.m; ++i)
+                for (int64_t j = t.n; j < t.ldc; ++j) REQUIRE(std::isnan(got[i * t.ldc + j]));
+            } else {
+              REQUIRE(same_bits(got, one));
+            }
+          }
         }
       }
-    }
 }
 
 TEST_CASE("a one-row gemm_bf16 has the bits of row 0 of the same product with more rows, cached weights or not",
