@@ -26,7 +26,6 @@ Tuning derive(const CpuInfo& info, const CpuPeaks& rates) {
   const double elems_per_s = rates.stream_gbytes * 1e9 / 12.0;
   t.gemm_grain_macs = floor_pow2(macs_per_s * kMinProductChunkSeconds);
   t.attention_grain_macs = std::max<int64_t>(1, t.gemm_grain_macs / 2);
-  t.side_by_side_macs = 2 * t.gemm_grain_macs;
   // At least 4 blocks of 64 elements: every vector width divides the block.
   t.elementwise_grain = std::max<int64_t>(256, floor_pow2(elems_per_s * kMinChunkSeconds));
   t.elementwise_block = t.elementwise_grain / 4;
@@ -52,13 +51,10 @@ std::string tuning_json() {
   j["fp32_fma_gflops"] = std::round(cpu_quick_rates().fp32_fma_gflops * 10.0) / 10.0;
   j["stream_gbytes"] = std::round(cpu_quick_rates().stream_gbytes * 10.0) / 10.0;
   j["fp32_products"] = detail::fp32_product_kernel();
-  if (detail::sgemm_on_onednn()) {  // fixed, not derived: oneDNN's bits depend on its pieces (core/ops/sgemm.h)
-    j["fp32_piece_macs"] = detail::kSgemmPieceMacs;
-    j["fp32_min_piece"] = detail::kSgemmMinPiece;
-  }
+  j["product_piece_macs"] = kProductPieceMacs;  // fixed, not derived: a BLAS's bits depend on its pieces
+  j["product_min_piece"] = kProductMinPiece;
   j["gemm_grain_macs"] = t.gemm_grain_macs;
   j["attention_grain_macs"] = t.attention_grain_macs;
-  j["side_by_side_macs"] = t.side_by_side_macs;
   j["elementwise_grain"] = t.elementwise_grain;
   j["elementwise_block"] = t.elementwise_block;
   j["row_grain_elems"] = t.row_grain_elems;

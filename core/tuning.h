@@ -18,10 +18,12 @@
 // - A block (data reused while it stays in cache) is a fraction of L1.
 //
 // None of these sizes decides an order of summation, so no result depends on them (the chunk
-// and block boundaries of parallel_for_blocks, attention's pieces and GEMM row splits leave every
-// sum in its order). The sizes that do fix sum orders stay constants and are not tuning:
-// simd_rows.h's kSumBlock, layer_norm_backward's kBlockRows (dw, db partial sums) and
-// reduce.cpp's kRows (column-sum blocks), and gemm_bf16's 12 x 32 register tile.
+// and block boundaries of parallel_for_blocks and attention's pieces leave every sum in its
+// order). The sizes that do fix sum orders stay constants and are not tuning: simd_rows.h's
+// kSumBlock, layer_norm_backward's kBlockRows (dw, db partial sums), reduce.cpp's kRows
+// (column-sum blocks), gemm_bf16's 12 x 32 register tile, and the pieces a BLAS product is cut
+// into (kProductMinPiece and kProductPieceMacs below: a BLAS sums in another order for another
+// piece of C).
 #pragma once
 
 #include <cstdint>
@@ -34,19 +36,26 @@ constexpr double kMinChunkSeconds = 2.5e-6;
 /// The same for a chunk of a matrix product, which also packs or transposes its own operands.
 constexpr double kMinProductChunkSeconds = 10e-6;
 
+/// How matmul (core/ops/matmul.cpp) cuts a product that runs on a BLAS (oneDNN's sgemm, OpenBLAS's
+/// sgemm, dgemm and gemv) into pieces, one call each. A BLAS's bits for an element of C depend on
+/// the piece of C its call covers (both libraries' kernels sum in another order for some piece
+/// shapes: docs/platform.md), so the pieces follow from the product's shape and the cores the
+/// process may use, never from the thread count or a measured rate: at most one per core, each of
+/// at least kProductMinPiece rows (or columns) and kProductPieceMacs multiply-adds. With fewer
+/// threads than pieces a thread runs several, one after the other. 2^19 multiply-adds are 8-21 us
+/// on a core of 50-130 GFLOP/s, far longer than handing a piece to a thread (~1 us).
+constexpr int64_t kProductMinPiece = 16;
+constexpr int64_t kProductPieceMacs = int64_t{1} << 19;
+
 struct Tuning {
-  /// fp32 multiply-adds per chunk of an OpenBLAS product split over threads (matmul.cpp: float64,
-  /// and float32 without AVX-512; oneDNN's float32 pieces are fixed, core/ops/sgemm.h):
-  /// kMinProductChunkSeconds at the fp32 FMA peak (half of its flops, one per multiply-add).
+  /// fp32 multiply-adds per chunk of a product: kMinProductChunkSeconds at the fp32 FMA peak (half
+  /// of its flops, one per multiply-add). BLAS products are cut into fixed pieces instead
+  /// (kProductPieceMacs): this grain sizes attention's chunks below.
   int64_t gemm_grain_macs = 0;
   /// Multiply-adds per chunk of attention's per-head product kernels (attention.cpp): those run
   /// at about half the FMA peak (short causal rows, a softmax between products), so half the
   /// GEMM grain is the same time.
   int64_t attention_grain_macs = 0;
-  /// A Linear's dx and dW products, of equal work, run side by side (each whole on one core)
-  /// when there are exactly two threads and each product is at least this many multiply-adds
-  /// (two GEMM grains: splitting each in two would give chunks of one grain).
-  int64_t side_by_side_macs = 0;
   /// Elements per thread of a one-pass element-wise kernel (add, GELU, a copy): kMinChunkSeconds
   /// at the measured streaming rate.
   int64_t elementwise_grain = 0;

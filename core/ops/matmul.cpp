@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -139,28 +140,55 @@ Mat output_mat(const Tensor& t, const Shape& batch) {
   return make_mat(t, batch, t.shape()[nd - 2], t.shape()[nd - 1], std::pair{false, std::max<int64_t>(t.shape()[nd - 1], 1)});
 }
 
-// C = op(A) @ op(B) + beta C for one m x n x k product, row-major.
+// One product C = op(A) @ op(B) + beta C (m x n x k, row-major, m, n, k >= 1) on a BLAS: oneDNN's
+// sgemm, OpenBLAS's sgemm or dgemm, or gemv for a one-row piece. The kernels run single-threaded
+// (core/parallel.cpp, core/ops/sgemm.cpp); heed's pool runs the pieces, cut along the longer side
+// of C. A BLAS's bits for an element of C depend on the piece of C a call covers (oneDNN's and
+// OpenBLAS's, gemv's too: docs/platform.md), so the pieces follow from the product's shape and
+// max_pieces, never from the thread count (core/tuning.h, kProductPieceMacs).
 template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc, Bf16 bf16 = std::nullopt) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum; OpenBLAS versions disagree on whether k == 0 still scales C
-    if (beta == T(0))
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
-    return;
+struct BlasProduct {
+  bool ta, tb;
+  int64_t m, n, k;
+  const T* a;
+  int64_t lda;
+  const T* b;
+  int64_t ldb;
+  T beta;
+  T* c;
+  int64_t ldc;
+  bool by_rows = true;
+  int64_t side = 0, pieces = 1;
+
+  BlasProduct(bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, const T* a_, int64_t lda_, const T* b_,
+              int64_t ldb_, T beta_, T* c_, int64_t ldc_, int64_t max_pieces)
+      : ta(ta_), tb(tb_), m(m_), n(n_), k(k_), a(a_), lda(lda_), b(b_), ldb(ldb_), beta(beta_), c(c_), ldc(ldc_) {
+    constexpr int64_t kMax = std::numeric_limits<blasint>::max();
+    HEED_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
+               "matmul: a ", m, " x ", k, " x ", n, " product (leading dims ", lda, ", ", ldb, ", ", ldc,
+               ") exceeds BLAS's 32-bit sizes");
+    by_rows = m >= n;
+    side = by_rows ? m : n;
+    const int64_t per_line = by_rows ? n * k : m * k;
+    const int64_t lines = std::max(kProductMinPiece, (kProductPieceMacs + per_line - 1) / per_line);
+    pieces = std::clamp<int64_t>(side / lines, 1, std::max<int64_t>(max_pieces, 1));
   }
-  if constexpr (std::is_same_v<T, float>) {
-    if (bf16) return gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, {.kernel = *bf16});  // splits itself
+
+  void run_piece(int64_t p) const {
+    const int64_t s0 = side * p / pieces, s1 = side * (p + 1) / pieces;
+    if (by_rows) {
+      call(s0, s1, 0, n);
+    } else {
+      call(0, m, s0, s1);
+    }
   }
-  constexpr int64_t kMax = std::numeric_limits<blasint>::max();
-  HEED_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
-             "matmul: a ", m, " x ", k, " x ", n, " product (leading dims ", lda, ", ", ldb, ", ", ldc,
-             ") exceeds BLAS's 32-bit sizes");
-  const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
-  const auto K = static_cast<blasint>(k);
-  const auto LDA = static_cast<blasint>(lda), LDB = static_cast<blasint>(ldb), LDC = static_cast<blasint>(ldc);
-  auto call = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    // Rows [m0, m1) of C come from rows of op(A), columns [n0, n1) from columns of op(B).
+
+ private:
+  // Rows [m0, m1) of C come from rows of op(A), columns [n0, n1) from columns of op(B).
+  void call(int64_t m0, int64_t m1, int64_t n0, int64_t n1) const {
+    const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+    const auto K = static_cast<blasint>(k);
+    const auto LDA = static_cast<blasint>(lda), LDB = static_cast<blasint>(ldb), LDC = static_cast<blasint>(ldc);
     const T* pa = ta ? a + m0 : a + m0 * lda;
     const T* pb = tb ? b + n0 * ldb : b + n0;
     T* pc = c + m0 * ldc + n0;
@@ -192,7 +220,50 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     } else {
       cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, pa, LDA, pb, LDB, beta, pc, LDC);
     }
-  };
+  }
+};
+
+// C = op(A) @ op(B) + beta C for a product whose sizes are all >= 1, on a BLAS, cut into the
+// pieces of at most max_pieces (see BlasProduct).
+template <class T>
+BlasProduct<T> blas_product(const Mat& A, const Mat& B, const Mat& C, T beta, int64_t max_pieces) {
+  return BlasProduct<T>(A.trans, B.trans, C.rows, C.cols, A.cols, A.ptr<T>(), A.ld, B.ptr<T>(), B.ld, beta, C.ptr<T>(),
+                        C.ld, max_pieces);
+}
+
+// Runs every piece of the given products as one job of the pool: a thread claims a run of them
+// and runs them one after the other (inside another job's chunk, all of them inline).
+template <class T>
+void run_pieces(std::initializer_list<const BlasProduct<T>*> products) {
+  int64_t total = 0;
+  for (const BlasProduct<T>* product : products) total += product->pieces;
+  parallel_for(total, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t local = i;
+      for (const BlasProduct<T>* product : products) {
+        if (local < product->pieces) {
+          product->run_piece(local);
+          break;
+        }
+        local -= product->pieces;
+      }
+    }
+  });
+}
+
+// C = op(A) @ op(B) + beta C for one m x n x k product, row-major.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc, Bf16 bf16 = std::nullopt) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum; OpenBLAS versions disagree on whether k == 0 still scales C
+    if (beta == T(0))
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16) return gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, {.kernel = *bf16});  // splits itself
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (m == 1 && tb) {
       // One row times a transposed row-major B (Linear's x W^T at a KV-cached generation step):
@@ -217,42 +288,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       return;
     }
   }
-  // The kernels run single-threaded (core/parallel.cpp, core/ops/sgemm.cpp); the pool splits the
-  // larger of C's two sides into independent products.
-  const int64_t per_row = n * k, per_col = m * k;
-  if constexpr (std::is_same_v<T, float>) {
-    if (detail::sgemm_on_onednn()) {
-      // oneDNN's bits for an element of C depend on the piece of C a call covers (core/ops/sgemm.h),
-      // so its pieces follow from the product's shape and the cores this process may use, never
-      // from the thread count or a measured rate: one per core at most, each of at least
-      // kSgemmMinPiece rows (columns) and kSgemmPieceMacs multiply-adds. With fewer threads than
-      // pieces a thread runs several, one after the other.
-      const bool by_rows = m >= n;
-      const int64_t side = by_rows ? m : n, per_line = by_rows ? per_row : per_col;
-      const int64_t lines = std::max(detail::kSgemmMinPiece, (detail::kSgemmPieceMacs + per_line - 1) / per_line);
-      const int64_t pieces = std::clamp<int64_t>(side / lines, 1, cpu_info().cores);
-      parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
-        for (int64_t p = p0; p < p1; ++p) {
-          const int64_t s0 = side * p / pieces, s1 = side * (p + 1) / pieces;
-          if (by_rows) {
-            call(s0, s1, 0, n);
-          } else {
-            call(0, m, s0, s1);
-          }
-        }
-      });
-      return;
-    }
-  }
-  // OpenBLAS: chunks of at least tuning().gemm_grain_macs multiply-adds (core/tuning.h: about 10 us
-  // at this core's FMA peak). A one-row product (gemv above) reads each element of op(B) once:
-  // memory-bound, so its grain is the streaming pass's, in elements.
-  const int64_t grain = m == 1 ? tuning().elementwise_grain : tuning().gemm_grain_macs;
-  if (m >= n) {
-    parallel_for(m, std::max<int64_t>(1, grain / per_row), [&](int64_t r0, int64_t r1) { call(r0, r1, 0, n); });
-  } else {
-    parallel_for(n, std::max<int64_t>(1, grain / per_col), [&](int64_t c0, int64_t c1) { call(0, m, c0, c1); });
-  }
+  const BlasProduct<T> product(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, cpu_info().cores);
+  run_pieces<T>({&product});
 }
 
 // C = op(A) @ op(B) + beta C for batch 0 of each operand.
@@ -399,6 +436,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// A Linear's dx and dW run as a pair (linear_impl's backward) when each is at least this many
+// multiply-adds: two pieces' worth (core/tuning.h), so that cutting each for half the cores gives
+// pieces no smaller than cutting it for all of them would. Fixed, not measured: on a BLAS it
+// decides the pieces, and so the bits.
+constexpr int64_t kPairMacs = 2 * kProductPieceMacs;
+
 static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
   const bool has_b = b.defined(), has_r = r.defined();
   const char* op = has_r ? "add_linear" : "linear";
@@ -466,21 +509,32 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
     visit_dtype(g.dtype(), [&]<class T>() {
       if (need_x) grads[0] = Tensor::empty(sx, g.dtype());
       if (need_w) grads[1] = Tensor::empty(sw, g.dtype());
-      auto dx = [&] {  // dx = g @ w
-        gemm<T>(G, W, make_mat(grads[0], {}, rows, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0), bf16);
-      };
-      auto dw = [&] {  // dw = g^T @ x, every row at once
-        gemm<T>(G.t(), X, make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}), T(0), bf16);
-      };
-      // On two threads the two products (equal work) run side by side, each whole on one core:
-      // no split, no synchronisation inside either (core/tuning.h, side_by_side_macs). Not on
-      // oneDNN's fp32 kernels: their dw (A transposed, k = rows) runs well below their dx, so the
-      // core done with dx would wait; each product split over both cores in turn (in the same
-      // fixed pieces: the same bits) is faster there. OpenBLAS's two run alike, and side by side
-      // stays faster for it (docs/performance.md, "Issue 16 on the Xeon, continued").
-      bool even_pair = true;
-      if constexpr (std::is_same_v<T, float>) even_pair = bf16.has_value() || !detail::sgemm_on_onednn();
-      if (even_pair && need_x && need_w && num_threads() == 2 && rows * in * out_f >= tuning().side_by_side_macs) {
+      const Mat DX = need_x ? make_mat(grads[0], {}, rows, in, std::pair{false, std::max<int64_t>(in, 1)}) : Mat{};
+      const Mat DW = need_w ? make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}) : Mat{};
+      auto dx = [&] { gemm<T>(G, W, DX, T(0), bf16); };      // dx = g @ w
+      auto dw = [&] { gemm<T>(G.t(), X, DW, T(0), bf16); };  // dw = g^T @ x, every row at once
+      // The two products have equal work. Where both are large enough (kPairMacs) they run as a
+      // pair: each on its own cores, in parallel, so neither is cut finer than it must be.
+      // - On a BLAS: one job of both products' pieces, each product cut for half the cores
+      //   (BlasProduct): on two cores each runs whole on one core, side by side, and OpenBLAS
+      //   packs no operand twice. The pieces follow from the shape and the cores, so the bits do
+      //   not depend on the thread count. Not on oneDNN's fp32 kernels: their dw (A transposed,
+      //   k = rows) runs well below their dx, so the core done with dx would wait; each product cut
+      //   for all the cores in turn is faster there (docs/performance.md, "Issue 16 on the Xeon,
+      //   continued").
+      // - In bf16 (gemm_bf16 splits itself; its bits do not depend on the split): on two threads
+      //   side by side, each on one core.
+      const bool pair = need_x && need_w && rows * in * out_f >= kPairMacs;
+      bool blas_pair = pair, bf16_pair = false;
+      if constexpr (std::is_same_v<T, float>) {
+        blas_pair = pair && !bf16 && !detail::sgemm_on_onednn();
+        bf16_pair = pair && bf16 && num_threads() == 2;
+      }
+      if (blas_pair) {
+        const int64_t half = std::max<int64_t>(1, cpu_info().cores / 2);
+        const BlasProduct<T> px = blas_product<T>(G, W, DX, T(0), half), pw = blas_product<T>(G.t(), X, DW, T(0), half);
+        run_pieces<T>({&px, &pw});
+      } else if (bf16_pair) {
         parallel_for(2, 1, [&](int64_t i, int64_t) { i == 0 ? dx() : dw(); });
       } else {
         if (need_x) dx();

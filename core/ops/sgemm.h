@@ -11,26 +11,18 @@
 // Rapids-class Xeon the step 12-15 % faster (docs/performance.md, "fp32 products on oneDNN" and
 // "Issue 16 on an Intel Xeon with AMX").
 //
-// matmul splits a product's rows or columns over the threads, and no bit may depend on the thread
-// count. oneDNN's kernels choose their order of summation from the shape of the piece of C a call
-// covers (measured with its AVX-512 kernels: pieces of fewer than 16 rows, or of few rows and
-// some columns, sum in another order than the whole product; with its AVX2 kernels, almost any
-// piece does), so matmul cuts a product into pieces that follow from its shape and the machine's
-// cores alone (core/ops/matmul.cpp), whatever the thread count; tests/core/test_sgemm.cpp checks
-// 1 to 7 threads. The same machine and CPU set give the same bits; another one may not, as with
-// any BLAS.
+// matmul cuts a product into pieces fixed by its shape and the machine's cores (core/tuning.h,
+// kProductPieceMacs), since oneDNN's kernels choose their order of summation from the shape of the
+// piece of C a call covers (measured with its AVX-512 kernels: pieces of fewer than 16 rows, or of
+// few rows and some columns, sum in another order than the whole product; with its AVX2 kernels,
+// almost any piece does); tests/core/test_sgemm.cpp checks 1 to 7 threads. The same machine and CPU
+// set give the same bits; another one may not, as with any BLAS.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace heed::detail {
-
-/// The smallest piece of a product that matmul hands to sgemm() when it splits one: rows (or
-/// columns), and multiply-adds. Fixed, not measured: the bits depend on them. 2^19 multiply-adds
-/// are 8-21 us on a core of 50-130 GFLOP/s, far longer than handing a piece to a thread (~1 us).
-inline constexpr int64_t kSgemmMinPiece = 16;
-inline constexpr int64_t kSgemmPieceMacs = int64_t{1} << 19;
 
 /// Whether fp32 products run on sgemm() here: when the CPU has AVX-512 (core/cpu.h), where oneDNN
 /// was measured faster than OpenBLAS, unless the environment variable HEED_FP32_PRODUCTS (read

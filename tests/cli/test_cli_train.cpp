@@ -403,6 +403,35 @@ TEST_CASE("heed train --resume after a run stopped early gives the uninterrupted
   CHECK(final_model["0"] != final_model["0.2"]);
 }
 
+TEST_CASE("heed train --resume on another thread count gives the uninterrupted run's bits, on oneDNN and OpenBLAS", "[cli]") {
+  // A product's pieces follow from its shape and the machine's cores, not from --threads
+  // (core/tuning.h, kProductPieceMacs), so 10 iterations on 2 threads and 10 more on 3 give the
+  // bits of 20 on 1. The model is wide enough that its products are cut in pieces (512 rows x 64
+  // x 256 in the MLP). OpenBLAS with its AVX2 kernels, where available: with those, a split that
+  // followed the thread count changed the bits (docs/platform.md).
+  ScratchDir dir("resume-threads");
+  write_file(dir / "corpus.txt", utf8(make_text(2000)));
+  const std::vector<std::string> flags = {"--n-layer", "2", "--n-head", "2", "--n-embd", "64", "--block-size", "32",
+                                          "--batch-size", "16", "--eval-iters", "2", "--eval-interval", "5",
+                                          "--sample-tokens", "0", "--seed", "7", "--data", dir / "corpus.txt"};
+  std::vector<std::vector<std::string>> kernels = {{}, {"HEED_FP32_PRODUCTS=openblas"}};
+  if (heed::cpu_info().avx2) kernels.back().push_back("OPENBLAS_CORETYPE=Haswell");
+  for (const auto& env : kernels) {
+    const std::string tag = env.empty() ? "default" : "openblas";
+    INFO("kernels: " << tag);
+    RunOptions options;
+    options.env = env;
+    const std::string full = dir / ("full-" + tag), part = dir / ("part-" + tag);
+    require_ok(run_heed(cat({"train"}, cat(flags, {"--out", full, "--max-iters", "20", "--threads", "1"})), options));
+    require_ok(run_heed(cat({"train"}, cat(flags, {"--out", part, "--max-iters", "10", "--threads", "2"})), options));
+    require_ok(run_heed({"train", "--resume", "--out", part, "--max-iters", "20", "--threads", "3", "--sample-tokens", "0"},
+                        options));
+    CHECK(log_losses(part + "/log.jsonl") == log_losses(full + "/log.jsonl"));
+    CHECK(read_file(part + "/model.safetensors") == read_file(full + "/model.safetensors"));
+    CHECK(tensors_of(part + "/train_state.safetensors") == tensors_of(full + "/train_state.safetensors"));
+  }
+}
+
 TEST_CASE("heed train --precision bf16: recorded with the recipe, --resume bit-exact, eval and sample take it too",
           "[cli][bf16]") {
   ScratchDir dir("precision");

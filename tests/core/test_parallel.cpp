@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -117,30 +118,39 @@ TEST_CASE("attention and gelu give the same bits on 1 and 3 threads", "[parallel
   for (size_t i = 0; i < one.size(); ++i) REQUIRE(one[i] == three[i]);
 }
 
-TEST_CASE("linear's products give the same bits on 1, 2 and 3 threads (row splits, dx and dW side by side)", "[parallel]") {
-  // The GEMM grain (core/tuning.h) is derived from a measured rate, so how a product is split may
-  // differ from one machine, or one process, to another; no bit may depend on it.
+TEST_CASE("linear's products give the same bits on 1, 2, 3, 4 and 7 threads (pieces, dx and dW as a pair)", "[parallel]") {
+  // A BLAS product's pieces follow from its shape and the cores, never from the thread count
+  // (core/tuning.h, kProductPieceMacs), and so do those of dx and dW when they run as a pair.
+  // baby's MLP in float32, and a float64 product whose OpenBLAS pieces of a third sum in another
+  // order than the whole (measured on its SkylakeX kernels), so a piece count that followed the
+  // threads would show. This case runs on oneDNN and again on OpenBLAS ("openblas: ...").
   ThreadsGuard guard;
-  auto run = [](int threads) {
-    set_num_threads(threads);
-    Generator gen(5);
-    Tensor x = Tensor::randn({12, 64, 128}, gen).requires_grad_();  // baby's MLP: 768 rows
-    Tensor w = Tensor::randn({512, 128}, gen).requires_grad_();
-    Tensor y = linear(x, w, Tensor());
-    sum(mul(y, y)).backward();
-    std::vector<float> out = y.to_vector<float>();
-    for (const Tensor* g : {&x, &w}) {
-      std::vector<float> v = g->grad().to_vector<float>();
-      out.insert(out.end(), v.begin(), v.end());
-    }
-    return out;
+  struct Case {
+    DType dtype;
+    Shape x, w;
   };
-  const std::vector<float> one = run(1), two = run(2), three = run(3);
-  REQUIRE(one.size() == two.size());
-  REQUIRE(one.size() == three.size());
-  for (size_t i = 0; i < one.size(); ++i) {
-    REQUIRE(one[i] == two[i]);
-    REQUIRE(one[i] == three[i]);
+  for (const Case& c : {Case{DType::f32, {12, 64, 128}, {512, 128}}, Case{DType::f64, {100, 1024}, {1024, 1024}}}) {
+    auto run = [&](int threads) {
+      set_num_threads(threads);
+      Generator gen(5);
+      Tensor x = Tensor::randn(c.x, gen).to(c.dtype).requires_grad_();
+      Tensor w = Tensor::randn(c.w, gen).to(c.dtype).requires_grad_();
+      Tensor y = linear(x, w, Tensor());
+      sum(mul(y, y)).backward();
+      std::vector<double> out = y.to_vector<double>();  // float32 values convert exactly
+      for (const Tensor* g : {&x, &w}) {
+        std::vector<double> v = g->grad().to_vector<double>();
+        out.insert(out.end(), v.begin(), v.end());
+      }
+      return out;
+    };
+    const std::vector<double> one = run(1);
+    for (const int threads : {2, 3, 4, 7}) {
+      const std::vector<double> other = run(threads);
+      INFO(dtype_name(c.dtype) << " x " << to_string(c.x) << " w " << to_string(c.w) << " on " << threads << " threads");
+      REQUIRE(one.size() == other.size());
+      REQUIRE(std::memcmp(one.data(), other.data(), one.size() * sizeof(double)) == 0);
+    }
   }
 }
 

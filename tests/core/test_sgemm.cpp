@@ -94,35 +94,48 @@ TEST_CASE("fp32 products refuse a leading dimension shorter than the matrix's ro
   REQUIRE_THROWS(heed::detail::sgemm(false, false, 4, 4, 4, a.data(), 3, b.data(), 4, 0.0f, c.data(), 4));
 }
 
-TEST_CASE("fp32 matmul gives the same bits on 1, 2, 3, 4 and 7 threads, thin and wide products included", "[matmul][parallel]") {
-  // Shapes whose rows are each above the GEMM grain (so a split would make one-row pieces without
-  // kSgemmMinPiece), with fewer rows than two pieces, with more columns than rows, and Linear's.
-  if (!heed::detail::sgemm_on_onednn()) {  // the fixed pieces are oneDNN's (AVX-512, HEED_FP32_PRODUCTS not openblas)
-    WARN("fp32 products run on OpenBLAS in this process: its splits are checked by test_parallel.cpp");
-    return;
-  }
+TEST_CASE("matmul gives the same bits on 1, 2, 3, 4 and 7 threads, thin and wide products included", "[matmul][parallel]") {
+  // Every BLAS product is cut into pieces fixed by its shape and the cores (core/tuning.h,
+  // kProductPieceMacs), on oneDNN and on OpenBLAS (this case runs again as "openblas: ..."), in
+  // float32 and float64 (always OpenBLAS). Shapes whose rows are each above the GEMM grain (a split
+  // by the thread count would make one-row pieces), with fewer rows than two pieces, with more
+  // columns than rows, Linear's, one row (gemv), and ones whose OpenBLAS pieces of a third sum in
+  // another order than the whole (40 x 700 x 9, 100 x 1024 x 1024 in float64: measured on its
+  // SkylakeX kernels).
   const int saved_threads = heed::num_threads();
   struct Product {
     heed::Shape a, b;
   };
   const std::vector<Product> products = {{{100, 1024}, {1024, 1024}}, {{20, 2048}, {2048, 512}}, {{33, 64}, {64, 3000}},
-                                         {{768, 128}, {128, 512}}, {{40, 700}, {700, 9}}};
-  for (const Product& p : products) {
-    heed::Generator gen(7);
-    const heed::Tensor a = heed::Tensor::randn(p.a, gen), b = heed::Tensor::randn(p.b, gen);
-    // Each operand as stored, and as the transpose of a stored matrix (read through the kernel's
-    // transpose flag): x W^T, Linear's forward, is the latter for b.
-    const heed::Tensor at = heed::transpose(heed::transpose(a, 0, 1).contiguous(), 0, 1);
-    const heed::Tensor bt = heed::transpose(heed::transpose(b, 0, 1).contiguous(), 0, 1);
-    for (const auto& [x, y] : {std::pair{a, b}, std::pair{a, bt}, std::pair{at, b}}) {
-      std::vector<float> one;
-      for (const int threads : {1, 2, 3, 4, 7}) {
-        heed::set_num_threads(threads);
-        const std::vector<float> c = heed::matmul(x, y).to_vector<float>();
-        if (threads == 1) one = c;
-        INFO(heed::to_string(p.a) << " @ " << heed::to_string(p.b) << " (a transposed " << !x.is_contiguous() << ", b "
-                                  << !y.is_contiguous() << ") on " << threads << " threads");
-        REQUIRE(std::memcmp(one.data(), c.data(), c.size() * sizeof(float)) == 0);
+                                         {{768, 128}, {128, 512}},    {{40, 700}, {700, 9}},      {{1, 1536}, {1536, 1024}},
+                                         {{200, 50}, {50, 10}}};
+  for (const heed::DType dtype : {heed::DType::f32, heed::DType::f64}) {
+    for (const Product& p : products) {
+      heed::Generator gen(7);
+      const heed::Tensor a = heed::Tensor::randn(p.a, gen).to(dtype), b = heed::Tensor::randn(p.b, gen).to(dtype);
+      // Each operand as stored, and as the transpose of a stored matrix (read through the kernel's
+      // transpose flag): x W^T, Linear's forward, is the latter for b.
+      const heed::Tensor at = heed::transpose(heed::transpose(a, 0, 1).contiguous(), 0, 1);
+      const heed::Tensor bt = heed::transpose(heed::transpose(b, 0, 1).contiguous(), 0, 1);
+      for (const auto& [x, y] : {std::pair{a, b}, std::pair{a, bt}, std::pair{at, b}}) {
+        std::vector<unsigned char> one;
+        for (const int threads : {1, 2, 3, 4, 7}) {
+          heed::set_num_threads(threads);
+          const heed::Tensor c = heed::matmul(x, y);
+          std::vector<unsigned char> got(static_cast<size_t>(c.numel()) * heed::dtype_size(dtype));
+          if (dtype == heed::DType::f32) {
+            const std::vector<float> v = c.to_vector<float>();
+            std::memcpy(got.data(), v.data(), got.size());
+          } else {
+            const std::vector<double> v = c.to_vector<double>();
+            std::memcpy(got.data(), v.data(), got.size());
+          }
+          if (threads == 1) one = got;
+          INFO(heed::dtype_name(dtype) << " " << heed::to_string(p.a) << " @ " << heed::to_string(p.b) << " (a transposed "
+                                       << !x.is_contiguous() << ", b " << !y.is_contiguous() << ") on " << threads
+                                       << " threads, " << heed::detail::fp32_product_kernel());
+          REQUIRE(got == one);
+        }
       }
     }
   }

@@ -26,7 +26,6 @@ TEST_CASE("tuning's grains follow the measured rates by their rules, as powers o
   CHECK(double(t.elementwise_grain) <= std::max(elems, 256.0));
   CHECK(double(t.elementwise_grain) > elems / 2);
   CHECK(t.attention_grain_macs * 2 == t.gemm_grain_macs);
-  CHECK(t.side_by_side_macs == 2 * t.gemm_grain_macs);
   CHECK(t.elementwise_block * 4 == t.elementwise_grain);
   CHECK(t.elementwise_block % 64 == 0);  // every vector width divides a block: only the end is scalar
   CHECK(t.row_grain_elems * 2 == t.elementwise_grain);
@@ -59,15 +58,12 @@ TEST_CASE("tuning_json holds every derived size", "[tuning]") {
   CHECK(j.at("min_chunk_seconds").get<double>() == kMinChunkSeconds);
   CHECK(j.at("min_product_chunk_seconds").get<double>() == kMinProductChunkSeconds);
   CHECK(j.at("gemm_grain_macs") == t.gemm_grain_macs);
-  // Which kernel runs fp32 products, and oneDNN's fixed pieces where it does.
+  // Which kernel runs fp32 products, and the fixed pieces every BLAS product is cut into.
   const std::string kernel = j.at("fp32_products").get<std::string>();
   CHECK(kernel.rfind(detail::sgemm_on_onednn() ? "oneDNN " : "OpenBLAS", 0) == 0);
-  if (detail::sgemm_on_onednn()) {
-    CHECK(j.at("fp32_piece_macs") == detail::kSgemmPieceMacs);
-    CHECK(j.at("fp32_min_piece") == detail::kSgemmMinPiece);
-  }
+  CHECK(j.at("product_piece_macs") == kProductPieceMacs);
+  CHECK(j.at("product_min_piece") == kProductMinPiece);
   CHECK(j.at("attention_grain_macs") == t.attention_grain_macs);
-  CHECK(j.at("side_by_side_macs") == t.side_by_side_macs);
   CHECK(j.at("elementwise_grain") == t.elementwise_grain);
   CHECK(j.at("elementwise_block") == t.elementwise_block);
   CHECK(j.at("row_grain_elems") == t.row_grain_elems);
