@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cpu.h"
+#include "core/ops/gemm_bf16.h"
 #include "core/ops/sgemm.h"
 
 namespace heed {
@@ -51,6 +52,7 @@ std::string tuning_json() {
   j["fp32_fma_gflops"] = std::round(cpu_quick_rates().fp32_fma_gflops * 10.0) / 10.0;
   j["stream_gbytes"] = std::round(cpu_quick_rates().stream_gbytes * 10.0) / 10.0;
   j["fp32_products"] = detail::fp32_product_kernel();
+  j["bf16_products"] = bf16_product_kernel();
   j["product_piece_macs"] = kProductPieceMacs;  // fixed, not derived: a BLAS's bits depend on its pieces
   j["product_min_piece"] = kProductMinPiece;
   j["gemm_grain_macs"] = t.gemm_grain_macs;

@@ -764,6 +764,17 @@ Bf16Kernel bf16_kernel() {
   return cpu_info().avx512_bf16 && cpu_info().avx512bw ? Bf16Kernel::avx512_bf16 : Bf16Kernel::emulated;
 }
 
+std::string bf16_product_kernel() {
+  switch (bf16_kernel()) {
+    case Bf16Kernel::amx_bf16:
+      return "AMX TDPBF16PS";
+    case Bf16Kernel::avx512_bf16:
+      return "AVX512_BF16 VDPBF16PS";
+    default:
+      return "emulated on fp32 FMAs";
+  }
+}
+
 std::vector<Bf16Kernel> bf16_kernels_here() {
   std::vector<Bf16Kernel> kernels{Bf16Kernel::emulated};
   if (cpu_info().avx512_bf16 && cpu_info().avx512bw) kernels.push_back(Bf16Kernel::avx512_bf16);

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace heed {
@@ -136,6 +137,10 @@ class Bf16WeightCache {
 
 /// What Bf16Kernel::automatic runs on this CPU.
 Bf16Kernel bf16_kernel();
+
+/// What bf16_kernel() runs on, for `heed bench`'s report (core/tuning.h, tuning_json): "AMX
+/// TDPBF16PS", "AVX512_BF16 VDPBF16PS" or "emulated on fp32 FMAs".
+std::string bf16_product_kernel();
 
 /// The kernels this CPU can run: emulated, then avx512_bf16 and amx_bf16 where it has them (for
 /// tests and benchmarks that compare them).

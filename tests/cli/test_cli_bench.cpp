@@ -1,7 +1,9 @@
 // `heed bench` and `--profile`, through the executable: the JSON line bench/compare.sh parses, and
 // the per-op table the next optimisation is chosen from.
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cmath>
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -10,6 +12,16 @@
 #include "core/cpu.h"
 #include "nn/gpt.h"
 #include "support/process.h"
+
+#if defined(__x86_64__) && defined(__linux__)
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define HEED_TEST_SECCOMP 1
+#endif
 
 using namespace heed;
 using namespace heed::test;
@@ -155,3 +167,62 @@ TEST_CASE("HEED_FP32_PRODUCTS chooses the fp32 product kernel bench reports, and
   bad.env = {"HEED_FP32_PRODUCTS=mkl"};
   require_clean_error(run_heed(args, bad), 1, {"HEED_FP32_PRODUCTS", "mkl", "onednn or openblas"});
 }
+
+#ifdef HEED_TEST_SECCOMP
+// In the child before exec: Linux refuses the AMX permission request (arch_prctl
+// ARCH_REQ_XCOMP_PERM, 0x1023) with EINVAL, as kernels before 5.16 do. A seccomp filter survives
+// exec; exit 125 if it cannot be installed (a sandbox without seccomp).
+static void refuse_amx_permission() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_arch_prctl, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x1023, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EINVAL & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) _exit(125);
+}
+
+TEST_CASE("AMX present but refused by Linux: bf16 runs on VDPBF16PS, bench says so, and train works", "[cli]") {
+  // A Sapphire Rapids under a kernel older than 5.16 has the AMX flags in CPUID but no permission
+  // for the tile data: heed must not execute a tile instruction (SIGILL), only fall back.
+  ScratchDir dir("bench-amx-refused");
+  const std::string corpus = write_corpus(dir);
+  RunOptions refused;
+  refused.in_child = refuse_amx_permission;
+  ProcessResult probe = run_heed({"--version"}, refused);
+  if (probe.exit_code == 125) {
+    WARN("seccomp filters cannot be installed here: the refusal is not simulated");
+    return;
+  }
+  require_ok(probe);
+  // fp32 runs and reports no AMX peak; bf16 runs on VDPBF16PS where the CPU has it.
+  ProcessResult r = run_heed(cat({"bench", "--data", corpus, "--iters", "2"}, kModel), refused);
+  require_ok(r);
+  const json j = json::parse(r.out);
+  CHECK(j.at("cpu").at("peak_gflops_per_core").at("bf16_amx").get<double>() == 0.0);
+  const bool bf16_cpu = cpu_info().avx512_bf16 && cpu_info().avx512bw;
+  CHECK(j.at("tuning").at("bf16_products") == (bf16_cpu ? "AVX512_BF16 VDPBF16PS" : "emulated on fp32 FMAs"));
+  if (!bf16_cpu) return;  // --precision bf16 is refused there (the case above)
+  ProcessResult b = run_heed(cat({"bench", "--data", corpus, "--iters", "2", "--precision", "bf16"}, kModel), refused);
+  require_ok(b);
+  CHECK(json::parse(b.out).at("precision") == "bf16");
+  ProcessResult t = run_heed(cat({"train", "--data", corpus, "--out", dir / "run", "--max-iters", "3", "--eval-iters",
+                                  "1", "--sample-tokens", "20", "--precision", "bf16"},
+                                 kModel),
+                             refused);
+  require_ok(t);
+  // and says why bf16 may be slower than fp32 here, where the CPU has AMX (examples/heed/precision.h)
+  if (cpu_info().amx_bf16) CHECK(t.err.find("Linux did not let heed use it") != std::string::npos);
+  // Without the filter, the same CPU reports what it runs on: AMX where Linux grants it.
+  ProcessResult granted = run_heed(cat({"bench", "--data", corpus, "--iters", "1"}, kModel));
+  require_ok(granted);
+  CHECK(json::parse(granted.out).at("tuning").at("bf16_products") ==
+        (amx_ready() && cpu_info().avx512bw ? "AMX TDPBF16PS" : "AVX512_BF16 VDPBF16PS"));
+}
+#endif
