@@ -55,6 +55,8 @@ std::string tuning_json() {
   j["bf16_products"] = bf16_product_kernel();
   j["product_piece_macs"] = kProductPieceMacs;  // fixed, not derived: a BLAS's bits depend on its pieces
   j["product_min_piece"] = kProductMinPiece;
+  j["row_product_piece_macs"] = kRowProductPieceMacs;
+  j["product_pair_macs"] = kProductPairMacs;
   j["gemm_grain_macs"] = t.gemm_grain_macs;
   j["attention_grain_macs"] = t.attention_grain_macs;
   j["elementwise_grain"] = t.elementwise_grain;

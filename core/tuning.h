@@ -22,8 +22,8 @@
 // order). The sizes that do fix sum orders stay constants and are not tuning: simd_rows.h's
 // kSumBlock, layer_norm_backward's kBlockRows (dw, db partial sums), reduce.cpp's kRows
 // (column-sum blocks), gemm_bf16's 12 x 32 register tile, and the pieces a BLAS product is cut
-// into (kProductMinPiece and kProductPieceMacs below: a BLAS sums in another order for another
-// piece of C).
+// into (kProductMinPiece, kProductPieceMacs, kRowProductPieceMacs and kProductPairMacs below: a
+// BLAS sums in another order for another piece of C).
 #pragma once
 
 #include <cstdint>
@@ -42,10 +42,19 @@ constexpr double kMinProductChunkSeconds = 10e-6;
 /// shapes: docs/platform.md), so the pieces follow from the product's shape and the cores the
 /// process may use, never from the thread count or a measured rate: at most one per core, each of
 /// at least kProductMinPiece rows (or columns) and kProductPieceMacs multiply-adds. With fewer
-/// threads than pieces a thread runs several, one after the other. 2^19 multiply-adds are 8-21 us
-/// on a core of 50-130 GFLOP/s, far longer than handing a piece to a thread (~1 us).
+/// threads than pieces a thread runs several, one after the other (each piece packs its own copy
+/// of the shared operand: run as many threads as the process has cores). 2^19 multiply-adds are
+/// 4-21 us on a core of 50-240 GFLOP/s, far longer than handing a piece to a thread (~1 us).
 constexpr int64_t kProductMinPiece = 16;
 constexpr int64_t kProductPieceMacs = int64_t{1} << 19;
+/// The pieces of a one-row product (gemv), which reads each element of op(B) once from memory:
+/// 2^16 multiply-adds, 256 KB of a float32 op(B), about 8 us at 30 GB/s.
+constexpr int64_t kRowProductPieceMacs = int64_t{1} << 16;
+/// A Linear's dx and dW run as a pair (core/ops/matmul.cpp, linear's backward: on a BLAS each cut
+/// for half the cores, side by side) when each is at least this many multiply-adds. Below it each
+/// is a single piece whether or not it pairs, so the line decides no bit there; above it the pair's
+/// pieces differ from the lone product's, so the line is fixed, not measured.
+constexpr int64_t kProductPairMacs = 2 * kProductPieceMacs;
 
 struct Tuning {
   /// fp32 multiply-adds per chunk of a product: kMinProductChunkSeconds at the fp32 FMA peak (half

@@ -26,7 +26,8 @@
 //   follow the tree, then an all-gather.
 // So every rank, and one process with the same A, performs the same additions: the gradient has
 // the same bits for every N dividing A, provided each micro-batch's own gradient has the same bits
-// on every rank (same code, same thread count). Each rank sends (c + 1)(N - 1)/N of the gradient's
+// on every rank (same code, same product kernels, the same number of cores per process: a
+// product's pieces follow from it, core/tuning.h). Each rank sends (c + 1)(N - 1)/N of the gradient's
 // bytes per step, c its number of partial sums; with c = 1 that is the 2 (N - 1)/N of a ring
 // all-reduce.
 // With overlap on, a bucket leaves as soon as the last micro-batch's backward has finished every

@@ -1,8 +1,8 @@
 // heed::dist: checking that every process holds the same parameters.
 //
 // Data-parallel ranks apply the same update to the same weights, so their parameters stay
-// identical bit for bit, as long as nothing differs between them (a different thread count or
-// library on one host, a bug). The trainer compares checksums at every evaluation and stops the
+// identical bit for bit, as long as nothing differs between them (a different number of cores per
+// process, or library, on one host; a bug). The trainer compares checksums at every evaluation and stops the
 // run on a mismatch rather than train N drifting models.
 #pragma once
 

@@ -167,10 +167,12 @@ struct BlasProduct {
     HEED_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
                "matmul: a ", m, " x ", k, " x ", n, " product (leading dims ", lda, ", ", ldb, ", ", ldc,
                ") exceeds BLAS's 32-bit sizes");
+    HEED_CHECK(m > 0 && n > 0 && k > 0, "BlasProduct: an empty ", m, " x ", k, " x ", n, " product (gemm handles those)");
     by_rows = m >= n;
     side = by_rows ? m : n;
     const int64_t per_line = by_rows ? n * k : m * k;
-    const int64_t lines = std::max(kProductMinPiece, (kProductPieceMacs + per_line - 1) / per_line);
+    const int64_t piece_macs = m == 1 ? kRowProductPieceMacs : kProductPieceMacs;  // gemv streams op(B)
+    const int64_t lines = std::max(kProductMinPiece, (piece_macs + per_line - 1) / per_line);
     pieces = std::clamp<int64_t>(side / lines, 1, std::max<int64_t>(max_pieces, 1));
   }
 
@@ -436,12 +438,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// A Linear's dx and dW run as a pair (linear_impl's backward) when each is at least this many
-// multiply-adds: two pieces' worth (core/tuning.h), so that cutting each for half the cores gives
-// pieces no smaller than cutting it for all of them would. Fixed, not measured: on a BLAS it
-// decides the pieces, and so the bits.
-constexpr int64_t kPairMacs = 2 * kProductPieceMacs;
-
 static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
   const bool has_b = b.defined(), has_r = r.defined();
   const char* op = has_r ? "add_linear" : "linear";
@@ -513,8 +509,8 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
       const Mat DW = need_w ? make_mat(grads[1], {}, out_f, in, std::pair{false, std::max<int64_t>(in, 1)}) : Mat{};
       auto dx = [&] { gemm<T>(G, W, DX, T(0), bf16); };      // dx = g @ w
       auto dw = [&] { gemm<T>(G.t(), X, DW, T(0), bf16); };  // dw = g^T @ x, every row at once
-      // The two products have equal work. Where both are large enough (kPairMacs) they run as a
-      // pair: each on its own cores, in parallel, so neither is cut finer than it must be.
+      // The two products have equal work. Where both are large enough (kProductPairMacs) they run
+      // as a pair: each on its own cores, in parallel, so neither is cut finer than it must be.
       // - On a BLAS: one job of both products' pieces, each product cut for half the cores
       //   (BlasProduct): on two cores each runs whole on one core, side by side, and OpenBLAS
       //   packs no operand twice. The pieces follow from the shape and the cores, so the bits do
@@ -524,18 +520,20 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
       //   continued").
       // - In bf16 (gemm_bf16 splits itself; its bits do not depend on the split): on two threads
       //   side by side, each on one core.
-      const bool pair = need_x && need_w && rows * in * out_f >= kPairMacs;
+      const bool pair = need_x && need_w && rows * in * out_f >= kProductPairMacs;
       bool blas_pair = pair, bf16_pair = false;
       if constexpr (std::is_same_v<T, float>) {
         blas_pair = pair && !bf16 && !detail::sgemm_on_onednn();
         bf16_pair = pair && bf16 && num_threads() == 2;
       }
       if (blas_pair) {
-        const int64_t half = std::max<int64_t>(1, cpu_info().cores / 2);
+        const int64_t half = (cpu_info().cores + 1) / 2;
         const BlasProduct<T> px = blas_product<T>(G, W, DX, T(0), half), pw = blas_product<T>(G.t(), X, DW, T(0), half);
         run_pieces<T>({&px, &pw});
       } else if (bf16_pair) {
-        parallel_for(2, 1, [&](int64_t i, int64_t) { i == 0 ? dx() : dw(); });
+        parallel_for(2, 1, [&](int64_t i0, int64_t i1) {  // both inline inside another job's chunk
+          for (int64_t i = i0; i < i1; ++i) i == 0 ? dx() : dw();
+        });
       } else {
         if (need_x) dx();
         if (need_w) dw();

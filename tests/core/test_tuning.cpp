@@ -64,6 +64,8 @@ TEST_CASE("tuning_json holds every derived size", "[tuning]") {
   CHECK(kernel.rfind(detail::sgemm_on_onednn() ? "oneDNN " : "OpenBLAS", 0) == 0);
   CHECK(j.at("product_piece_macs") == kProductPieceMacs);
   CHECK(j.at("product_min_piece") == kProductMinPiece);
+  CHECK(j.at("row_product_piece_macs") == kRowProductPieceMacs);
+  CHECK(j.at("product_pair_macs") == kProductPairMacs);
   CHECK(j.at("bf16_products") == bf16_product_kernel());  // and what bf16 products run on
   CHECK(j.at("attention_grain_macs") == t.attention_grain_macs);
   CHECK(j.at("elementwise_grain") == t.elementwise_grain);
