@@ -18,7 +18,9 @@ Usage: bench/compare.sh [--pairs 3] [--configs tiny baby small] [--heed build/he
                         [--precisions fp32 bf16] [--torch-precisions fp32 bf16]
                         [--threads 2] [--torch-splits 2,2 1,2] [--iters-scale 1.0]
 Each PyTorch mode runs under every thread split; the ratios use PyTorch's fastest per mode.
-Both programs run in this environment (say which OPENBLAS_CORETYPE, if any, when quoting).
+Both programs run in this environment (say which OPENBLAS_CORETYPE, if any, when quoting); where
+OpenBLAS's own choice of kernels misses this CPU's vector instructions, OPENBLAS_CORETYPE is set to
+ones that use them (bench/openblas_fit.py), and the first lines say so.
 """
 import argparse
 import json
@@ -26,6 +28,8 @@ import os
 import statistics
 import subprocess
 import sys
+
+from openblas_fit import fit_openblas
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -127,9 +131,9 @@ def main():
         a.torch_splits = ["2,2", "1,2"] if a.threads == 2 else [f"{a.threads},{a.threads}"]
     splits = [tuple(x.split(",")) for x in a.torch_splits]
     print(f"# load before (1, 5, 15 min): {load()}", flush=True)
+    print(f"# {fit_openblas(env)}", flush=True)
     sgemm = sgemm_peak(env, a.threads)
-    print(f"# OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '(unset)')}; "
-          f"{a.threads}-thread SGEMM rate (square 2048, median): {sgemm} GFLOP/s; "
+    print(f"# {a.threads}-thread SGEMM rate (square 2048, median): {sgemm} GFLOP/s; "
           f"PyTorch splits (--threads,--blas_threads): {' '.join(a.torch_splits)}", flush=True)
     print(f"# MFU = training FLOPs per iteration / seconds per iteration / ({a.threads} x the measured per-core peak), "
           "with FLOPs per iteration = (6 N + 12 n_layer n_embd block_size) * block_size * batch_size "

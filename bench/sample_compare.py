@@ -21,6 +21,8 @@ host PyTorch 1.13 is fastest at 1 thread (its OpenBLAS still spins a second one)
 --torch-precision bf16 runs generate under torch.autocast("cpu", dtype=torch.bfloat16). Between
 two timed runs the script sleeps a second, so that neither program's spinning threads (OpenBLAS's
 wait before they sleep) run into the other's time.
+Where OpenBLAS's own kernels miss this CPU's vector instructions, both programs run with
+OPENBLAS_CORETYPE set to ones that use them (bench/openblas_fit.py; the first line says so).
 Configs: small = 6 layers, 6 heads, 384 wide, block 256, 256 characters; default = heed train's
 default model (4 layers, 4 heads, 128 wide, block 64), 2000 characters. Both start from a
 one-character prompt (a newline) and sample at temperature 0.8 with top-k 200, as `heed sample`
@@ -39,6 +41,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from openblas_fit import fit_openblas  # noqa: E402
+
+# OpenBLAS reads OPENBLAS_CORETYPE when it loads (with torch, below): where its own choice misses
+# this CPU, start again with the variable set (bench/openblas_fit.py).
+if "HEED_BENCH_OPENBLAS" not in os.environ:
+    _env = dict(os.environ)
+    _env["HEED_BENCH_OPENBLAS"] = fit_openblas(_env)
+    os.execve(sys.executable, [sys.executable] + sys.argv, _env)
 import torch  # noqa: E402
 
 from heed_torch import GPT, Config, load_heed, save_heed  # noqa: E402
@@ -100,6 +110,7 @@ def main():
     torch_threads = a.torch_threads or a.threads
     torch.set_num_threads(torch_threads)
     directory = a.checkpoint_dir or tempfile.mkdtemp(prefix="heed_sample_bench_")
+    print(f"# {os.environ['HEED_BENCH_OPENBLAS']}")
     print(f"torch {torch.__version__}; heed {a.threads} thread(s) {a.heed_precision}, PyTorch {torch_threads} "
           f"thread(s) {a.torch_precision}; checkpoints in {directory}")
     for name in a.configs:

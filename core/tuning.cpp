@@ -52,6 +52,7 @@ std::string tuning_json() {
   j["fp32_fma_gflops"] = std::round(cpu_quick_rates().fp32_fma_gflops * 10.0) / 10.0;
   j["stream_gbytes"] = std::round(cpu_quick_rates().stream_gbytes * 10.0) / 10.0;
   j["fp32_products"] = detail::fp32_product_kernel();
+  j["openblas_kernels"] = detail::openblas_kernels();  // float64, and fp32 where fp32_products says OpenBLAS
   j["bf16_products"] = bf16_product_kernel();
   j["product_piece_macs"] = kProductPieceMacs;  // fixed, not derived: a BLAS's bits depend on its pieces
   j["product_min_piece"] = kProductMinPiece;

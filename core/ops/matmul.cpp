@@ -1,7 +1,7 @@
 // Matrix products: matmul (2-D and batched, with NumPy-broadcast batch axes) and linear (PyTorch's
 // F.linear), each forward followed by its backward. Products run on OpenBLAS's cblas_?gemm / ?gemv;
-// float ones on oneDNN's sgemm instead on CPUs with AVX-512 (unless HEED_FP32_PRODUCTS=openblas;
-// core/ops/sgemm.h).
+// float ones on oneDNN's sgemm instead on CPUs with AVX-512 and where OpenBLAS's kernels do not
+// fit the CPU (unless HEED_FP32_PRODUCTS=openblas; core/ops/sgemm.h).
 //
 // Nothing is copied when the last two axes of an operand are a row-major matrix with a leading
 // dimension or the transpose of one: the kernel reads it in place through its transpose flag and
@@ -195,6 +195,14 @@ struct BlasProduct {
     const T* pb = tb ? b + n0 * ldb : b + n0;
     T* pc = c + m0 * ldc + n0;
     const auto M = static_cast<blasint>(m1 - m0), N = static_cast<blasint>(n1 - n0);
+    if constexpr (std::is_same_v<T, float>) {
+      if (detail::sgemm_on_onednn()) {
+        // One row too: oneDNN's sgemm takes its own gemv path then, as fast as OpenBLAS's sgemv
+        // or faster (sgemm.h).
+        detail::sgemm(ta, tb, M, N, K, pa, lda, pb, ldb, beta, pc, ldc);
+        return;
+      }
+    }
     if (M == 1) {
       // One row of C (a KV-cached generation step, batch 1): a matrix-vector product. OpenBLAS
       // 0.3.21's gemm packs all of op(B) even for one row (a 1 x 384 x 1152 product spent most of
@@ -214,11 +222,7 @@ struct BlasProduct {
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
-      if (detail::sgemm_on_onednn()) {
-        detail::sgemm(ta, tb, M, N, K, pa, lda, pb, ldb, beta, pc, ldc);
-      } else {
-        cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, pa, LDA, pb, LDB, beta, pc, LDC);
-      }
+      cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, 1.0f, pa, LDA, pb, LDB, beta, pc, LDC);
     } else {
       cblas_dgemm(CblasRowMajor, opa, opb, M, N, K, 1.0, pa, LDA, pb, LDB, beta, pc, LDC);
     }

@@ -12,6 +12,10 @@
 #include "core/check.h"
 #include "core/cpu.h"
 
+// OpenBLAS's own extension (not cblas), declared here so that <cblas.h> stays in the two files
+// that need it (docs/platform.md).
+extern "C" char* openblas_get_corename(void);
+
 namespace heed::detail {
 namespace {
 
@@ -80,6 +84,18 @@ class NoSignalsDuringCall {
 
 }  // namespace
 
+std::string openblas_kernels() {
+  const char* core = openblas_get_corename();
+  return core ? core : "";
+}
+
+bool openblas_kernels_fit_cpu(const std::string& core, bool avx2, bool fma) {
+  if (!avx2 || !fma) return true;  // nothing newer to miss: OpenBLAS's older kernels are its best here
+  for (const char* fits : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (core == fits) return true;
+  return false;
+}
+
 bool sgemm_on_onednn() {
   static const bool on = [] {
     const char* choice = std::getenv("HEED_FP32_PRODUCTS");
@@ -90,8 +106,11 @@ bool sgemm_on_onednn() {
     // step 5-11 % on a Zen 4, 12-15 % on a Sapphire Rapids-class Xeon). It was opt-in for a while
     // after a heap corruption seen only with it (`heed seq2seq` stopped by SIGINT aborted in glibc's
     // free in ~3 % of runs): a signal handled while oneDNN's kernel had moved rsp into the heap,
-    // which NoSignalsDuringCall above now prevents. `openblas` keeps OpenBLAS.
-    return v != "openblas" && cpu_info().avx512f;
+    // which NoSignalsDuringCall above now prevents. Also oneDNN where OpenBLAS took the CPU for an
+    // older one (its AVX2 kernels ran level with OpenBLAS's on a Xeon; its SSE ones ran at a fifth
+    // of the speed). `openblas` keeps OpenBLAS.
+    const CpuInfo& cpu = cpu_info();
+    return v != "openblas" && (cpu.avx512f || !openblas_kernels_fit_cpu(openblas_kernels(), cpu.avx2, cpu.fma));
   }();
   return on;
 }

@@ -5,11 +5,12 @@
 //
 //   C (m x n) = op(A) (m x k) @ op(B) (k x n) + beta C,   op(X) = X or X^T,   beta 0 or 1.
 //
-// Why oneDNN (on CPUs with AVX-512, unless HEED_FP32_PRODUCTS=openblas; OpenBLAS for float64,
-// one-row products and CPUs without AVX-512): on an AMD EPYC Zen 4 core its sgemm ran heed's
-// Linear shapes 10-12 % faster in cache, and the training step 5-11 % faster; on a Sapphire
-// Rapids-class Xeon the step 12-15 % faster (docs/performance.md, "fp32 products on oneDNN" and
-// "Issue 16 on an Intel Xeon with AMX").
+// Why oneDNN (on CPUs with AVX-512, and on CPUs whose OpenBLAS kernels misjudge them, unless
+// HEED_FP32_PRODUCTS=openblas; OpenBLAS for float64 and on other CPUs): on an AMD EPYC Zen 4 core
+// its sgemm ran heed's Linear shapes 10-12 % faster in cache, and the training step 5-11 % faster;
+// on a Sapphire Rapids-class Xeon the step 12-15 % faster; one-row products of 128 x 512 and up
+// 1.05-2.9x faster than OpenBLAS's sgemv (in cache, Emerald Rapids Xeon; docs/performance.md,
+// "fp32 products on oneDNN", "Issue 16 on an Intel Xeon with AMX", "A CPU newer than OpenBLAS").
 //
 // matmul cuts a product into pieces fixed by its shape and the machine's cores (core/tuning.h,
 // kProductPieceMacs), since oneDNN's kernels choose their order of summation from the shape of the
@@ -25,10 +26,22 @@
 namespace heed::detail {
 
 /// Whether fp32 products run on sgemm() here: when the CPU has AVX-512 (core/cpu.h), where oneDNN
-/// was measured faster than OpenBLAS, unless the environment variable HEED_FP32_PRODUCTS (read
-/// once) is openblas; then, and on other CPUs, matmul calls OpenBLAS's cblas_sgemm, as for
+/// was measured faster than OpenBLAS, or when OpenBLAS's kernels do not use the CPU's vector
+/// instructions (openblas_kernels_fit_cpu), unless the environment variable HEED_FP32_PRODUCTS
+/// (read once) is openblas; then, and on other CPUs, matmul calls OpenBLAS's cblas_sgemm, as for
 /// float64. HEED_FP32_PRODUCTS=onednn (or unset) asks for oneDNN; another value throws heed::Error.
 bool sgemm_on_onednn();
+
+/// The kernels OpenBLAS chose when it loaded (openblas_get_corename(): "SkylakeX", "Haswell",
+/// "Prescott", ...), read from the CPU's model number or from OPENBLAS_CORETYPE.
+std::string openblas_kernels();
+
+/// Whether OpenBLAS kernels named `core` use the vector instructions of a CPU with `avx2` and `fma`.
+/// OpenBLAS picks its kernels from a table of CPU models: Debian 12's 0.3.21 does not know CPUs
+/// released after it (an Emerald Rapids Xeon, family 6 model 207, gets "Prescott": SSE3 kernels, a
+/// fifth of the speed), while oneDNN dispatches on the instruction sets themselves. A CPU with AVX2
+/// and FMA fits only kernels that use them (Haswell, Zen, SkylakeX, Cooperlake, SapphireRapids).
+bool openblas_kernels_fit_cpu(const std::string& core, bool avx2, bool fma);
 
 /// Which code runs fp32 products here, with its version ("oneDNN 2.6.3 dnnl_sgemm" or "OpenBLAS
 /// cblas_sgemm"), for `heed bench`'s report (core/tuning.h, tuning_json).

@@ -11,6 +11,7 @@
 
 #include "core/cpu.h"
 #include "core/ops/gemm_bf16.h"
+#include "core/ops/sgemm.h"
 #include "nn/gpt.h"
 #include "support/process.h"
 
@@ -152,8 +153,11 @@ TEST_CASE("HEED_FP32_PRODUCTS chooses the fp32 product kernel bench reports, and
   ScratchDir dir("bench_kernel");
   const std::string corpus = write_corpus(dir);
   const std::vector<std::string> args = cat({"bench", "--data", corpus, "--iters", "1"}, kModel);
-  // oneDNN runs them on a CPU with AVX-512 unless told openblas (unset: the default); OpenBLAS elsewhere.
-  const char* on_this_cpu = cpu_info().avx512f ? "oneDNN " : "OpenBLAS cblas_sgemm";
+  // oneDNN runs them on a CPU with AVX-512 or one OpenBLAS's kernels miss, unless told openblas
+  // (unset: the default); OpenBLAS elsewhere.
+  const CpuInfo& cpu = cpu_info();
+  const bool onednn = cpu.avx512f || !detail::openblas_kernels_fit_cpu(detail::openblas_kernels(), cpu.avx2, cpu.fma);
+  const char* on_this_cpu = onednn ? "oneDNN " : "OpenBLAS cblas_sgemm";
   for (const auto& [value, reported] : {std::pair{"openblas", "OpenBLAS cblas_sgemm"}, std::pair{"onednn", on_this_cpu},
                                         std::pair{"", on_this_cpu}}) {
     INFO("HEED_FP32_PRODUCTS=" << value);
@@ -167,6 +171,32 @@ TEST_CASE("HEED_FP32_PRODUCTS chooses the fp32 product kernel bench reports, and
   RunOptions bad;
   bad.env = {"HEED_FP32_PRODUCTS=mkl"};
   require_clean_error(run_heed(args, bad), 1, {"HEED_FP32_PRODUCTS", "mkl", "onednn or openblas"});
+}
+
+TEST_CASE("OpenBLAS's kernels are reported, and fp32 products leave them where they miss the CPU", "[cli]") {
+  // OPENBLAS_CORETYPE=Prescott makes OpenBLAS load its SSE3 kernels, as Debian 12's 0.3.21 does by
+  // itself on CPUs newer than it (an Emerald Rapids Xeon, family 6 model 207).
+  ScratchDir dir("bench_openblas_core");
+  const std::string corpus = write_corpus(dir);
+  const std::vector<std::string> args = cat({"bench", "--data", corpus, "--iters", "1"}, kModel);
+  RunOptions opt;
+  opt.env = {"OPENBLAS_CORETYPE=Prescott", "HEED_FP32_PRODUCTS="};
+  ProcessResult r = run_heed(args, opt);
+  require_ok(r);
+  const json tuning = json::parse(r.out).at("tuning");
+  const std::string core = tuning.at("openblas_kernels").get<std::string>();
+  if (core != "Prescott") {
+    WARN("this OpenBLAS ignores OPENBLAS_CORETYPE (not a DYNAMIC_ARCH build?): it runs " << core);
+    return;
+  }
+  const CpuInfo& cpu = cpu_info();
+  const bool onednn = cpu.avx512f || (cpu.avx2 && cpu.fma);
+  CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);
+  // Asked for, OpenBLAS it is, whatever its kernels.
+  opt.env = {"OPENBLAS_CORETYPE=Prescott", "HEED_FP32_PRODUCTS=openblas"};
+  r = run_heed(args, opt);
+  require_ok(r);
+  CHECK(json::parse(r.out).at("tuning").at("fp32_products") == "OpenBLAS cblas_sgemm");
 }
 
 #ifdef HEED_TEST_SECCOMP

@@ -11,11 +11,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/ops/sgemm.h"
 #include "core/parallel.h"
 #include "support/helpers.h"
@@ -108,7 +111,7 @@ TEST_CASE("matmul gives the same bits on 1, 2, 3, 4 and 7 threads, thin and wide
   };
   const std::vector<Product> products = {{{100, 1024}, {1024, 1024}}, {{20, 2048}, {2048, 512}}, {{33, 64}, {64, 3000}},
                                          {{768, 128}, {128, 512}},    {{40, 700}, {700, 9}},      {{1, 1536}, {1536, 1024}},
-                                         {{200, 50}, {50, 10}}};
+                                         {{200, 50}, {50, 10}},       {{1, 384}, {384, 65}}};
   for (const heed::DType dtype : {heed::DType::f32, heed::DType::f64}) {
     for (const Product& p : products) {
       heed::Generator gen(7);
@@ -140,6 +143,30 @@ TEST_CASE("matmul gives the same bits on 1, 2, 3, 4 and 7 threads, thin and wide
     }
   }
   heed::set_num_threads(saved_threads);
+}
+
+TEST_CASE("fp32 products leave OpenBLAS where its kernels miss the CPU's AVX2 and FMA", "[matmul][sgemm]") {
+  using heed::detail::openblas_kernels_fit_cpu;
+  // Debian 12's OpenBLAS 0.3.21 names an Emerald Rapids Xeon (family 6 model 207) "Prescott".
+  for (const char* older : {"Prescott", "Core2", "Nehalem", "Sandybridge", "Barcelona", "Bulldozer", ""}) {
+    INFO(older);
+    CHECK_FALSE(openblas_kernels_fit_cpu(older, true, true));
+    CHECK(openblas_kernels_fit_cpu(older, false, false));  // an SSE-only CPU: nothing better to run
+    CHECK(openblas_kernels_fit_cpu(older, true, false));   // no FMA: OpenBLAS's FMA kernels would not run either
+  }
+  for (const char* fits : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) {
+    INFO(fits);
+    CHECK(openblas_kernels_fit_cpu(fits, true, true));
+  }
+  // And the choice follows: oneDNN unless this CPU lacks AVX-512 and OpenBLAS fits it.
+  const heed::CpuInfo& cpu = heed::cpu_info();
+  const char* choice = std::getenv("HEED_FP32_PRODUCTS");
+  if (!choice || std::string(choice) != "openblas") {
+    CHECK(heed::detail::sgemm_on_onednn() ==
+          (cpu.avx512f || !openblas_kernels_fit_cpu(heed::detail::openblas_kernels(), cpu.avx2, cpu.fma)));
+  } else {
+    CHECK_FALSE(heed::detail::sgemm_on_onednn());
+  }
 }
 
 TEST_CASE("fp32 products leave the calling thread's OpenMP team size as they found it", "[matmul][sgemm]") {

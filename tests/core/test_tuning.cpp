@@ -62,6 +62,8 @@ TEST_CASE("tuning_json holds every derived size", "[tuning]") {
   // Which kernel runs fp32 products, and the fixed pieces every BLAS product is cut into.
   const std::string kernel = j.at("fp32_products").get<std::string>();
   CHECK(kernel.rfind(detail::sgemm_on_onednn() ? "oneDNN " : "OpenBLAS", 0) == 0);
+  CHECK(j.at("openblas_kernels") == detail::openblas_kernels());
+  CHECK(!detail::openblas_kernels().empty());
   CHECK(j.at("product_piece_macs") == kProductPieceMacs);
   CHECK(j.at("product_min_piece") == kProductMinPiece);
   CHECK(j.at("row_product_piece_macs") == kRowProductPieceMacs);
