@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/heed.h"
@@ -56,6 +59,38 @@ TEST_CASE("parallel_for: back-to-back jobs each run every chunk once, whoever cl
         for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)] += 1 + job % 3;
       });
       for (int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<size_t>(i)] == 1 + job % 3);
+    }
+  }
+}
+
+TEST_CASE("parallel_for: the caller claims chunks from the first up, the workers from the last down", "[parallel]") {
+  // So that, with a chunk per thread, the caller runs chunk 0 of every job and an op finds the rows
+  // it wrote in the op before in its own core's cache (core/parallel.cpp, Pool::claim).
+  ThreadsGuard guard;
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int threads : {2, 3, 5}) {
+    set_num_threads(threads);
+    for (int job = 0; job < 500; ++job) {
+      std::mutex m;
+      std::map<std::thread::id, std::vector<int64_t>> runs;  // each thread's chunks, in the order it ran them
+      parallel_for(threads, 1, [&](int64_t b, int64_t) {
+        {
+          std::lock_guard<std::mutex> lock(m);
+          runs[std::this_thread::get_id()].push_back(b);
+        }
+        // Chunks of different lengths, so that threads come back for more.
+        for (int spin = 0; spin < 200 * (job % 5); ++spin) asm volatile("" ::: "memory");
+      });
+      for (const auto& [id, chunks] : runs) {
+        INFO(threads << " threads, job " << job << (id == caller ? ", the caller" : ", a worker"));
+        for (size_t i = 0; i < chunks.size(); ++i) {
+          if (id == caller) {
+            CHECK(chunks[i] == static_cast<int64_t>(i));  // 0, 1, 2, ...
+          } else if (i > 0) {
+            CHECK(chunks[i] < chunks[i - 1]);  // downwards
+          }
+        }
+      }
     }
   }
 }
