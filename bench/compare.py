@@ -7,7 +7,10 @@ tokens/s (median and spread over the pairs) of each heed precision to each PyTor
 bf16 to heed fp32, the peak RSS of each program, and the model FLOP utilisation (MFU) of each
 against this CPU's measured per-core fp32 FMA and bf16 peaks (AMX's where it has AMX, else VDPBF16PS's) times the threads
 (`heed bench` measures them: core/cpu.h). The host (CPU model, ISA, caches, peaks) and the load
-(uptime) before and after are printed too. The 2-thread OpenBLAS SGEMM rate (cblas_sgemm on
+(uptime) before and after are printed too, and with each pair the fp32 FMA rate heed measured as each of
+its runs started: on a VM whose cores share their FMA units with other guests (hyperthreads), that
+rate drops while the neighbours work, and it says in which state the pair ran. MFU is against the
+highest rate the run measured. The 2-thread OpenBLAS SGEMM rate (cblas_sgemm on
 2048 x 2048, timed here: sgemm_peak) is printed beside them as the practical fp32 ceiling.
 
 FLOPs per iteration (nanoGPT's estimate_mfu, PaLM appendix B), for one forward+backward:
@@ -138,7 +141,7 @@ def main():
     print(f"# MFU = training FLOPs per iteration / seconds per iteration / ({a.threads} x the measured per-core peak), "
           "with FLOPs per iteration = (6 N + 12 n_layer n_embd block_size) * block_size * batch_size "
           "(nanoGPT's estimate_mfu; N = parameters less the position embedding)", flush=True)
-    summary, host, tuning = [], None, None
+    summary, host, tuning, peaks = [], None, None, None
     for name in a.configs:
         L, H, C, T, B, iters = CONFIGS[name]
         iters = max(2, int(iters * a.iters_scale))
@@ -152,15 +155,19 @@ def main():
         tps = {f"heed {p}": [] for p in a.precisions}
         tps.update({f"torch {p}": [] for p in a.torch_precisions})
         ratios = {}
-        best_split, fl, peaks = {}, None, None
+        best_split, fl = {}, None
         for pair in range(a.pairs):
+            probes = []  # heed's fp32 FMA probe at the start of each of its runs: the host's state then
             got = {}
             for p, cmd in heed_cmds.items():
                 h = run(cmd, env)
                 got[f"heed {p}"] = h
                 host = host or h["cpu"]
                 tuning = tuning or h.get("tuning")
-                peaks = h["cpu"]["peak_gflops_per_core"]
+                probe = h["cpu"]["peak_gflops_per_core"]
+                probes.append(probe["fp32_fma"])
+                # The CPU's peaks: the highest of the run's probes (a busy host lowers some of them).
+                peaks = {k: max(v, (peaks or {}).get(k, 0)) if isinstance(v, (int, float)) else v for k, v in probe.items()}
             for p in a.torch_precisions:
                 runs = {split: run(cmd, env) for (q, split), cmd in torch_cmds.items() if q == p}
                 best = max(runs, key=lambda k: runs[k]["tokens_per_s"])
@@ -181,7 +188,8 @@ def main():
                     ratios.setdefault(f"{num} / {den}", []).append(r)
                     line.append(f"{num}/{den} {r:.2f}")
             times = ", ".join(f"{k} {v.get('ms_per_iter', v.get('ms_per_iter_median')):.2f} ms" for k, v in got.items())
-            print(f"  {name} pair {pair + 1}: {times}; {'; '.join(line)}", flush=True)
+            print(f"  {name} pair {pair + 1}: {times}; {'; '.join(line)}; heed's fp32 FMA probe "
+                  f"{', '.join(f'{x:.0f}' for x in probes)} GFLOP/s a core", flush=True)
         rss = {f"heed {p}": child_rss(cmd, env) for p, cmd in heed_cmds.items()}
         rss.update({f"torch {p}": child_rss(torch_cmds[(p, best_split[p])], env) for p in a.torch_precisions})
 
@@ -199,9 +207,9 @@ def main():
     print(f"# load after (1, 5, 15 min): {load()}")
     if host:
         print(f"# host: {host['model_name']} ({host['vendor']} family {host['family']} model {host['model']}), "
-              f"isa {','.join(k for k, v in host['isa'].items() if v)}, per-core peaks fp32 "
-              f"{host['peak_gflops_per_core']['fp32_fma']} / bf16 dot {host['peak_gflops_per_core']['bf16_dot']} / "
-              f"bf16 AMX {host['peak_gflops_per_core'].get('bf16_amx', 0)} GFLOP/s")
+              f"isa {','.join(k for k, v in host['isa'].items() if v)}, per-core peaks (the highest of the run's "
+              f"probes; MFU is against these) fp32 {peaks['fp32_fma']} / bf16 dot {peaks['bf16_dot']} / "
+              f"bf16 AMX {peaks.get('bf16_amx', 0)} GFLOP/s")
         print("# cpu_json: " + json.dumps(host))
     if tuning:  # the work splits heed derived for this host (core/tuning.h)
         print("# heed tuning: " + json.dumps(tuning))
