@@ -8,9 +8,9 @@ bf16 to heed fp32, the peak RSS of each program, and the model FLOP utilisation 
 against this CPU's measured per-core fp32 FMA and bf16 peaks (AMX's where it has AMX, else VDPBF16PS's) times the threads
 (`heed bench` measures them: core/cpu.h). The host (CPU model, ISA, caches, peaks) and the load
 (uptime) before and after are printed too, and with each pair the fp32 FMA rate heed measured as each of
-its runs started: on a VM whose cores share their FMA units with other guests (hyperthreads), that
-rate drops while the neighbours work, and it says in which state the pair ran. MFU is against the
-highest rate the run measured. The 2-thread OpenBLAS SGEMM rate (cblas_sgemm on
+its runs started: on a busy VM that rate drops at times (on one, from 172 to 101-130 GFLOP/s a
+core, presumably other guests on the same physical cores), and it says in which state the pair
+ran. MFU is against the highest rate of the whole run. The 2-thread OpenBLAS SGEMM rate (cblas_sgemm on
 2048 x 2048, timed here: sgemm_peak) is printed beside them as the practical fp32 ceiling.
 
 FLOPs per iteration (nanoGPT's estimate_mfu, PaLM appendix B), for one forward+backward:
@@ -21,9 +21,10 @@ Usage: bench/compare.sh [--pairs 3] [--configs tiny baby small] [--heed build/he
                         [--precisions fp32 bf16] [--torch-precisions fp32 bf16]
                         [--threads 2] [--torch-splits 2,2 1,2] [--iters-scale 1.0]
 Each PyTorch mode runs under every thread split; the ratios use PyTorch's fastest per mode.
-Both programs run in this environment (say which OPENBLAS_CORETYPE, if any, when quoting); where
-OpenBLAS's own choice of kernels misses this CPU's vector instructions, OPENBLAS_CORETYPE is set to
-ones that use them (bench/openblas_fit.py), and the first lines say so.
+Both programs run in this environment (say which OPENBLAS_CORETYPE, if any, when quoting), except
+that where OpenBLAS's own choice of kernels misses this CPU's vector instructions the reference (and
+the SGEMM probe) get OPENBLAS_CORETYPE set to ones that use them (bench/openblas_fit.py; the first
+lines say so); heed runs as a user would.
 """
 import argparse
 import json
@@ -129,13 +130,14 @@ def main():
                          "1,2; else N,N); each pair runs every one and compares heed with PyTorch's fastest")
     ap.add_argument("--iters-scale", type=float, default=1.0)
     a = ap.parse_args()
-    env = dict(os.environ)
+    env = dict(os.environ)  # heed's: as a user runs it
+    torch_env = dict(os.environ)  # the reference's: OpenBLAS's kernels fitted to the CPU (openblas_fit.py)
     if a.torch_splits is None:
         a.torch_splits = ["2,2", "1,2"] if a.threads == 2 else [f"{a.threads},{a.threads}"]
     splits = [tuple(x.split(",")) for x in a.torch_splits]
     print(f"# load before (1, 5, 15 min): {load()}", flush=True)
-    print(f"# {fit_openblas(env)}", flush=True)
-    sgemm = sgemm_peak(env, a.threads)
+    print(f"# PyTorch's OpenBLAS: {fit_openblas(torch_env)}", flush=True)
+    sgemm = sgemm_peak(torch_env, a.threads)
     print(f"# {a.threads}-thread SGEMM rate (square 2048, median): {sgemm} GFLOP/s; "
           f"PyTorch splits (--threads,--blas_threads): {' '.join(a.torch_splits)}", flush=True)
     print(f"# MFU = training FLOPs per iteration / seconds per iteration / ({a.threads} x the measured per-core peak), "
@@ -169,7 +171,7 @@ def main():
                 # The CPU's peaks: the highest of the run's probes (a busy host lowers some of them).
                 peaks = {k: max(v, (peaks or {}).get(k, 0)) if isinstance(v, (int, float)) else v for k, v in probe.items()}
             for p in a.torch_precisions:
-                runs = {split: run(cmd, env) for (q, split), cmd in torch_cmds.items() if q == p}
+                runs = {split: run(cmd, torch_env) for (q, split), cmd in torch_cmds.items() if q == p}
                 best = max(runs, key=lambda k: runs[k]["tokens_per_s"])
                 best_split[p] = best
                 got[f"torch {p}"] = runs[best]
@@ -191,18 +193,19 @@ def main():
             print(f"  {name} pair {pair + 1}: {times}; {'; '.join(line)}; heed's fp32 FMA probe "
                   f"{', '.join(f'{x:.0f}' for x in probes)} GFLOP/s a core", flush=True)
         rss = {f"heed {p}": child_rss(cmd, env) for p, cmd in heed_cmds.items()}
-        rss.update({f"torch {p}": child_rss(torch_cmds[(p, best_split[p])], env) for p in a.torch_precisions})
+        rss.update({f"torch {p}": child_rss(torch_cmds[(p, best_split[p])], torch_env) for p in a.torch_precisions})
 
-        def mfu(tokens_per_s, peak):
-            return round(fl * tokens_per_s / (T * B) / 1e9 / (a.threads * peak), 3) if peak else None
-        row = {"config": name, "flops_per_iter": fl,
-               "tokens_per_s": {k: statistics.median(v) for k, v in tps.items()},
-               "ratios": {k: {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
-                              "max": round(max(v), 3)} for k, v in ratios.items()},
-               "mfu_fp32_peak": {k: mfu(statistics.median(v), peaks["fp32_fma"]) for k, v in tps.items()},
-               "mfu_bf16_peak": {k: mfu(statistics.median(v), bf16_peak(peaks)) for k, v in tps.items()},
-               "peak_rss_mib": rss, "torch_best_split": best_split}
-        summary.append(row)
+        summary.append({"config": name, "flops_per_iter": fl, "tokens": T * B,
+                        "tokens_per_s": {k: statistics.median(v) for k, v in tps.items()},
+                        "ratios": {k: {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
+                                       "max": round(max(v), 3)} for k, v in ratios.items()},
+                        "peak_rss_mib": rss, "torch_best_split": best_split})
+    # MFU once every config has run: against the highest probe of the whole run.
+    def mfu(row, tokens_per_s, peak):
+        return round(row["flops_per_iter"] * tokens_per_s / row["tokens"] / 1e9 / (a.threads * peak), 3) if peak else None
+    for row in summary:
+        row["mfu_fp32_peak"] = {k: mfu(row, v, peaks["fp32_fma"]) for k, v in row["tokens_per_s"].items()}
+        row["mfu_bf16_peak"] = {k: mfu(row, v, bf16_peak(peaks)) for k, v in row["tokens_per_s"].items()}
         print(json.dumps(row), flush=True)
     print(f"# load after (1, 5, 15 min): {load()}")
     if host:

@@ -21,8 +21,9 @@ host PyTorch 1.13 is fastest at 1 thread (its OpenBLAS still spins a second one)
 --torch-precision bf16 runs generate under torch.autocast("cpu", dtype=torch.bfloat16). Between
 two timed runs the script sleeps a second, so that neither program's spinning threads (OpenBLAS's
 wait before they sleep) run into the other's time.
-Where OpenBLAS's own kernels miss this CPU's vector instructions, both programs run with
-OPENBLAS_CORETYPE set to ones that use them (bench/openblas_fit.py; the first line says so).
+Where OpenBLAS's own kernels miss this CPU's vector instructions, PyTorch runs with
+OPENBLAS_CORETYPE set to ones that use them (bench/openblas_fit.py; the first line says so); heed
+runs with the environment as it was.
 Configs: small = 6 layers, 6 heads, 384 wide, block 256, 256 characters; default = heed train's
 default model (4 layers, 4 heads, 128 wide, block 64), 2000 characters. Both start from a
 one-character prompt (a newline) and sample at temperature 0.8 with top-k 200, as `heed sample`
@@ -45,10 +46,14 @@ from openblas_fit import fit_openblas  # noqa: E402
 
 # OpenBLAS reads OPENBLAS_CORETYPE when it loads (with torch, below): where its own choice misses
 # this CPU, start again with the variable set (bench/openblas_fit.py).
+# heed runs with the environment as it was (HEED_ENV), as a user runs it.
 if "HEED_BENCH_OPENBLAS" not in os.environ:
     _env = dict(os.environ)
     _env["HEED_BENCH_OPENBLAS"] = fit_openblas(_env)
+    if "OPENBLAS_CORETYPE" in _env and "OPENBLAS_CORETYPE" not in os.environ:
+        _env["HEED_BENCH_UNSET"] = "OPENBLAS_CORETYPE"
     os.execve(sys.executable, [sys.executable] + sys.argv, _env)
+HEED_ENV = {k: v for k, v in os.environ.items() if k != os.environ.get("HEED_BENCH_UNSET")}
 import torch  # noqa: E402
 
 from heed_torch import GPT, Config, load_heed, save_heed  # noqa: E402
@@ -78,7 +83,7 @@ def time_heed(heed, checkpoint, n, threads, seed, precision):
         return r.ru_utime + r.ru_stime
 
     c0, t0 = cpu(), time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True)
+    p = subprocess.run(cmd, capture_output=True, env=HEED_ENV)
     dt, dc = time.perf_counter() - t0, cpu() - c0
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode()}")
@@ -110,7 +115,7 @@ def main():
     torch_threads = a.torch_threads or a.threads
     torch.set_num_threads(torch_threads)
     directory = a.checkpoint_dir or tempfile.mkdtemp(prefix="heed_sample_bench_")
-    print(f"# {os.environ['HEED_BENCH_OPENBLAS']}")
+    print(f"# PyTorch's OpenBLAS: {os.environ['HEED_BENCH_OPENBLAS']}")
     print(f"torch {torch.__version__}; heed {a.threads} thread(s) {a.heed_precision}, PyTorch {torch_threads} "
           f"thread(s) {a.torch_precision}; checkpoints in {directory}")
     for name in a.configs:

@@ -52,7 +52,7 @@ thread_local bool t_inside_chunk = false;
 
 // The pool's job hand-out. A job is `chunks` fixed chunks (their boundaries are the caller's,
 // never the pool's, so results do not depend on which thread ran a chunk). The caller and the
-// workers *claim* chunks from one atomic counter instead of each owning a fixed one: when a
+// workers *claim* chunks from one atomic word instead of each owning a fixed one: when a
 // worker is slow to start (asleep, or descheduled because the machine runs more threads than it
 // has cores), the caller takes its chunk rather than waiting for it. The caller waits only for
 // chunks a worker has already started. (With a fixed chunk per worker, a 2-thread tiny step took
@@ -113,11 +113,11 @@ class Pool {
   static int next_of(uint64_t s) { return static_cast<int>(s & 0xffff); }
 
   // An unclaimed chunk of job `tag`, or -1 when every chunk is taken (or the job is over). The
-  // caller claims from the first chunk up, the workers from the last one down: with one chunk per
-  // thread, the same thread then runs the same part of every job (chunk 0 on the caller, chunk 1 on
-  // the worker, on two threads), so an op finds in its own core's cache the rows that it wrote in
-  // the op before (when every thread claimed from the first chunk up, a worker ran chunk 0 of
-  // 3-20 % of a baby step's jobs).
+  // caller claims from the first chunk up, the workers from the last one down: on two threads with
+  // a chunk each, the caller runs chunk 0 and the worker chunk 1 of every job, so an op finds the
+  // rows it wrote in the op before in its thread's cache (when every thread claimed from the first
+  // chunk up, the worker ran chunk 0 of 3-20 % of a baby step's jobs). With more workers, which
+  // one takes which of the top chunks is still a race; threads are not pinned to cores.
   int claim(uint32_t tag, bool from_top) {
     uint64_t s = state_.load(std::memory_order_acquire);
     while (tag_of(s) == tag && next_of(s) < end_of(s)) {

@@ -197,8 +197,11 @@ struct BlasProduct {
     const auto M = static_cast<blasint>(m1 - m0), N = static_cast<blasint>(n1 - n0);
     if constexpr (std::is_same_v<T, float>) {
       if (detail::sgemm_on_onednn()) {
-        // One row too: oneDNN's sgemm takes its own gemv path then, as fast as OpenBLAS's sgemv
-        // or faster (sgemm.h).
+        // One row too (x W, or a transposed x: one-row x W^T has its own kernel, gemm below):
+        // oneDNN's sgemm takes its own gemv path then. On an Emerald Rapids Xeon it ran x W 1.07-2.9x
+        // faster than OpenBLAS's sgemv on its AVX-512 kernels from 128 x 512 on, 0.7x at k = 65
+        // (0.7 us more); not measured on other CPUs (docs/performance.md, "A CPU newer than
+        // OpenBLAS").
         detail::sgemm(ta, tb, M, N, K, pa, lda, pb, ldb, beta, pc, ldc);
         return;
       }

@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string_view>
 
@@ -89,28 +91,37 @@ std::string openblas_kernels() {
   return core ? core : "";
 }
 
-bool openblas_kernels_fit_cpu(const std::string& core, bool avx2, bool fma) {
+bool openblas_kernels_fit_cpu(std::string_view core, bool avx2, bool fma) {
   if (!avx2 || !fma) return true;  // nothing newer to miss: OpenBLAS's older kernels are its best here
-  for (const char* fits : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
-    if (core == fits) return true;
+  auto same = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+  };
+  for (std::string_view fits : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (same(core, fits)) return true;
   return false;
+}
+
+bool fp32_products_on_onednn(std::string_view choice, bool avx512f, bool openblas_fits) {
+  HEED_CHECK(choice.empty() || choice == "onednn" || choice == "openblas",
+             "HEED_FP32_PRODUCTS: expected onednn or openblas (or unset), got '", choice, "'");
+  // oneDNN where the CPU has AVX-512, measured faster there (docs/performance.md: the step 5-11 %
+  // on a Zen 4, 12-15 % on a Sapphire Rapids-class Xeon). It was opt-in for a while after a heap
+  // corruption seen only with it (`heed seq2seq` stopped by SIGINT aborted in glibc's free in ~3 %
+  // of runs): a signal handled while oneDNN's kernel had moved rsp into the heap, which
+  // NoSignalsDuringCall above now prevents. And oneDNN where OpenBLAS took the CPU for an older one:
+  // oneDNN's AVX2 kernels ran level with OpenBLAS's AVX2 ones on a Xeon, while OpenBLAS's SSE3
+  // kernels ran at a fifth of the speed. `openblas` keeps OpenBLAS.
+  return choice != "openblas" && (avx512f || !openblas_fits);
 }
 
 bool sgemm_on_onednn() {
   static const bool on = [] {
     const char* choice = std::getenv("HEED_FP32_PRODUCTS");
     const std::string_view v = choice ? choice : "";
-    HEED_CHECK(v.empty() || v == "onednn" || v == "openblas",
-               "HEED_FP32_PRODUCTS: expected onednn or openblas (or unset), got '", v, "'");
-    // Default: oneDNN where the CPU has AVX-512, measured faster there (docs/performance.md: the
-    // step 5-11 % on a Zen 4, 12-15 % on a Sapphire Rapids-class Xeon). It was opt-in for a while
-    // after a heap corruption seen only with it (`heed seq2seq` stopped by SIGINT aborted in glibc's
-    // free in ~3 % of runs): a signal handled while oneDNN's kernel had moved rsp into the heap,
-    // which NoSignalsDuringCall above now prevents. Also oneDNN where OpenBLAS took the CPU for an
-    // older one (its AVX2 kernels ran level with OpenBLAS's on a Xeon; its SSE ones ran at a fifth
-    // of the speed). `openblas` keeps OpenBLAS.
     const CpuInfo& cpu = cpu_info();
-    return v != "openblas" && (cpu.avx512f || !openblas_kernels_fit_cpu(openblas_kernels(), cpu.avx2, cpu.fma));
+    return fp32_products_on_onednn(v, cpu.avx512f, openblas_kernels_fit_cpu(openblas_kernels(), cpu.avx2, cpu.fma));
   }();
   return on;
 }

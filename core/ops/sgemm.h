@@ -8,8 +8,8 @@
 // Why oneDNN (on CPUs with AVX-512, and on CPUs whose OpenBLAS kernels misjudge them, unless
 // HEED_FP32_PRODUCTS=openblas; OpenBLAS for float64 and on other CPUs): on an AMD EPYC Zen 4 core
 // its sgemm ran heed's Linear shapes 10-12 % faster in cache, and the training step 5-11 % faster;
-// on a Sapphire Rapids-class Xeon the step 12-15 % faster; one-row products of 128 x 512 and up
-// 1.05-2.9x faster than OpenBLAS's sgemv (in cache, Emerald Rapids Xeon; docs/performance.md,
+// on a Sapphire Rapids-class Xeon the step 12-15 % faster; one-row x W from 128 x 512 on
+// 1.07-2.9x faster than OpenBLAS's sgemv (in cache, Emerald Rapids Xeon; docs/performance.md,
 // "fp32 products on oneDNN", "Issue 16 on an Intel Xeon with AMX", "A CPU newer than OpenBLAS").
 //
 // matmul cuts a product into pieces fixed by its shape and the machine's cores (core/tuning.h,
@@ -22,26 +22,33 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace heed::detail {
 
-/// Whether fp32 products run on sgemm() here: when the CPU has AVX-512 (core/cpu.h), where oneDNN
-/// was measured faster than OpenBLAS, or when OpenBLAS's kernels do not use the CPU's vector
-/// instructions (openblas_kernels_fit_cpu), unless the environment variable HEED_FP32_PRODUCTS
-/// (read once) is openblas; then, and on other CPUs, matmul calls OpenBLAS's cblas_sgemm, as for
-/// float64. HEED_FP32_PRODUCTS=onednn (or unset) asks for oneDNN; another value throws heed::Error.
+/// Whether fp32 products run on sgemm() here: fp32_products_on_onednn() for this process's
+/// HEED_FP32_PRODUCTS (read once), CPU (core/cpu.h) and OpenBLAS kernels. When false, matmul calls
+/// OpenBLAS's cblas_sgemm, as for float64.
 bool sgemm_on_onednn();
 
+/// The rule sgemm_on_onednn() applies: oneDNN when the CPU has AVX-512 (oneDNN measured faster than
+/// OpenBLAS there) or when OpenBLAS's kernels do not fit the CPU (openblas_kernels_fit_cpu), unless
+/// `choice` (HEED_FP32_PRODUCTS) is "openblas"; "onednn" or "" (unset) leave the rule to decide;
+/// another value throws heed::Error.
+bool fp32_products_on_onednn(std::string_view choice, bool avx512f, bool openblas_fits);
+
 /// The kernels OpenBLAS chose when it loaded (openblas_get_corename(): "SkylakeX", "Haswell",
-/// "Prescott", ...), read from the CPU's model number or from OPENBLAS_CORETYPE.
+/// "Prescott", ...; a build for one target names it in capitals, "HASWELL"), from the CPU's model
+/// number or from OPENBLAS_CORETYPE.
 std::string openblas_kernels();
 
-/// Whether OpenBLAS kernels named `core` use the vector instructions of a CPU with `avx2` and `fma`.
-/// OpenBLAS picks its kernels from a table of CPU models: Debian 12's 0.3.21 does not know CPUs
-/// released after it (an Emerald Rapids Xeon, family 6 model 207, gets "Prescott": SSE3 kernels, a
-/// fifth of the speed), while oneDNN dispatches on the instruction sets themselves. A CPU with AVX2
-/// and FMA fits only kernels that use them (Haswell, Zen, SkylakeX, Cooperlake, SapphireRapids).
-bool openblas_kernels_fit_cpu(const std::string& core, bool avx2, bool fma);
+/// Whether OpenBLAS kernels named `core` (any case) use the vector instructions of a CPU with
+/// `avx2` and `fma`: on such a CPU only Haswell, Zen, SkylakeX, Cooperlake and SapphireRapids do.
+/// OpenBLAS picks its kernels from a table of CPU models, and Debian 12's 0.3.21 gives an Intel
+/// CPU of family 6 and extended model 0xB or later (Raptor Lake, Emerald Rapids: model 207) its
+/// SSE3 "Prescott" kernels (its dynamic.c falls through to the Pentium 4 case; fixed in 0.3.25),
+/// a fifth to two-fifths of the speed; oneDNN dispatches on the instruction sets themselves.
+bool openblas_kernels_fit_cpu(std::string_view core, bool avx2, bool fma);
 
 /// Which code runs fp32 products here, with its version ("oneDNN 2.6.3 dnnl_sgemm" or "OpenBLAS
 /// cblas_sgemm"), for `heed bench`'s report (core/tuning.h, tuning_json).

@@ -153,20 +153,18 @@ TEST_CASE("HEED_FP32_PRODUCTS chooses the fp32 product kernel bench reports, and
   ScratchDir dir("bench_kernel");
   const std::string corpus = write_corpus(dir);
   const std::vector<std::string> args = cat({"bench", "--data", corpus, "--iters", "1"}, kModel);
-  // oneDNN runs them on a CPU with AVX-512 or one OpenBLAS's kernels miss, unless told openblas
-  // (unset: the default); OpenBLAS elsewhere.
+  // The rule of core/ops/sgemm.h on this CPU and the OpenBLAS kernels the child reports.
   const CpuInfo& cpu = cpu_info();
-  const bool onednn = cpu.avx512f || !detail::openblas_kernels_fit_cpu(detail::openblas_kernels(), cpu.avx2, cpu.fma);
-  const char* on_this_cpu = onednn ? "oneDNN " : "OpenBLAS cblas_sgemm";
-  for (const auto& [value, reported] : {std::pair{"openblas", "OpenBLAS cblas_sgemm"}, std::pair{"onednn", on_this_cpu},
-                                        std::pair{"", on_this_cpu}}) {
+  for (const char* value : {"openblas", "onednn", ""}) {
     INFO("HEED_FP32_PRODUCTS=" << value);
     RunOptions opt;
     opt.env = {std::string("HEED_FP32_PRODUCTS=") + value};  // empty: as unset
     ProcessResult r = run_heed(args, opt);
     require_ok(r);
-    const std::string kernel = json::parse(r.out).at("tuning").at("fp32_products").get<std::string>();
-    CHECK(kernel.rfind(reported, 0) == 0);
+    const json tuning = json::parse(r.out).at("tuning");
+    const bool fits = detail::openblas_kernels_fit_cpu(tuning.at("openblas_kernels").get<std::string>(), cpu.avx2, cpu.fma);
+    const bool onednn = detail::fp32_products_on_onednn(value, cpu.avx512f, fits);
+    CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);
   }
   RunOptions bad;
   bad.env = {"HEED_FP32_PRODUCTS=mkl"};
@@ -189,6 +187,7 @@ TEST_CASE("OpenBLAS's kernels are reported, and fp32 products leave them where t
     WARN("this OpenBLAS ignores OPENBLAS_CORETYPE (not a DYNAMIC_ARCH build?): it runs " << core);
     return;
   }
+  // SSE3 kernels on a CPU with AVX2 and FMA: oneDNN (on an AVX-512 CPU it would be anyway).
   const CpuInfo& cpu = cpu_info();
   const bool onednn = cpu.avx512f || (cpu.avx2 && cpu.fma);
   CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);

@@ -78,7 +78,7 @@ TEST_CASE("parallel_for: the caller claims chunks from the first up, the workers
           std::lock_guard<std::mutex> lock(m);
           runs[std::this_thread::get_id()].push_back(b);
         }
-        // Chunks of different lengths, so that threads come back for more.
+        // Jobs of different lengths, so that the threads meet at different points of a job.
         for (int spin = 0; spin < 200 * (job % 5); ++spin) asm volatile("" ::: "memory");
       });
       for (const auto& [id, chunks] : runs) {

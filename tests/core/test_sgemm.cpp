@@ -11,14 +11,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
-#include <string>
 #include <vector>
 
-#include "core/cpu.h"
 #include "core/ops/sgemm.h"
 #include "core/parallel.h"
 #include "support/helpers.h"
@@ -146,27 +143,31 @@ TEST_CASE("matmul gives the same bits on 1, 2, 3, 4 and 7 threads, thin and wide
 }
 
 TEST_CASE("fp32 products leave OpenBLAS where its kernels miss the CPU's AVX2 and FMA", "[matmul][sgemm]") {
+  using heed::detail::fp32_products_on_onednn;
   using heed::detail::openblas_kernels_fit_cpu;
   // Debian 12's OpenBLAS 0.3.21 names an Emerald Rapids Xeon (family 6 model 207) "Prescott".
-  for (const char* older : {"Prescott", "Core2", "Nehalem", "Sandybridge", "Barcelona", "Bulldozer", ""}) {
+  for (const char* older : {"Prescott", "PRESCOTT", "Core2", "Nehalem", "Sandybridge", "Barcelona", "Bulldozer", ""}) {
     INFO(older);
     CHECK_FALSE(openblas_kernels_fit_cpu(older, true, true));
     CHECK(openblas_kernels_fit_cpu(older, false, false));  // an SSE-only CPU: nothing better to run
     CHECK(openblas_kernels_fit_cpu(older, true, false));   // no FMA: OpenBLAS's FMA kernels would not run either
   }
-  for (const char* fits : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) {
+  // Mixed case from a build that picks kernels at load time, capitals from one built for a target.
+  for (const char* fits : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", "HASWELL", "SKYLAKEX", "ZEN"}) {
     INFO(fits);
     CHECK(openblas_kernels_fit_cpu(fits, true, true));
   }
-  // And the choice follows: oneDNN unless this CPU lacks AVX-512 and OpenBLAS fits it.
-  const heed::CpuInfo& cpu = heed::cpu_info();
-  const char* choice = std::getenv("HEED_FP32_PRODUCTS");
-  if (!choice || std::string(choice) != "openblas") {
-    CHECK(heed::detail::sgemm_on_onednn() ==
-          (cpu.avx512f || !openblas_kernels_fit_cpu(heed::detail::openblas_kernels(), cpu.avx2, cpu.fma)));
-  } else {
-    CHECK_FALSE(heed::detail::sgemm_on_onednn());
+  // The rule: oneDNN with AVX-512, or where OpenBLAS's kernels miss the CPU; OpenBLAS when asked.
+  for (const char* choice : {"", "onednn"}) {
+    INFO("HEED_FP32_PRODUCTS=" << choice);
+    CHECK(fp32_products_on_onednn(choice, true, true));
+    CHECK(fp32_products_on_onednn(choice, true, false));
+    CHECK(fp32_products_on_onednn(choice, false, false));  // an AVX2 CPU newer than OpenBLAS's table
+    CHECK_FALSE(fp32_products_on_onednn(choice, false, true));  // an AVX2 CPU OpenBLAS knows
   }
+  for (const bool avx512f : {false, true})
+    for (const bool fits : {false, true}) CHECK_FALSE(fp32_products_on_onednn("openblas", avx512f, fits));
+  CHECK_THROWS_AS(fp32_products_on_onednn("mkl", true, true), heed::Error);
 }
 
 TEST_CASE("fp32 products leave the calling thread's OpenMP team size as they found it", "[matmul][sgemm]") {
