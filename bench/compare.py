@@ -169,7 +169,7 @@ def main():
                 probe = h["cpu"]["peak_gflops_per_core"]
                 probes.append(probe["fp32_fma"])
                 # The CPU's peaks: the highest of the run's probes (a busy host lowers some of them).
-                peaks = {k: max(v, (peaks or {}).get(k, 0)) if isinstance(v, (int, float)) else v for k, v in probe.items()}
+                peaks = {k: max(probe.get(k, 0), (peaks or {}).get(k, 0)) for k in ("fp32_fma", "bf16_dot", "bf16_amx")}
             for p in a.torch_precisions:
                 runs = {split: run(cmd, torch_env) for (q, split), cmd in torch_cmds.items() if q == p}
                 best = max(runs, key=lambda k: runs[k]["tokens_per_s"])

@@ -141,7 +141,7 @@ Mat output_mat(const Tensor& t, const Shape& batch) {
 }
 
 // One product C = op(A) @ op(B) + beta C (m x n x k, row-major, m, n, k >= 1) on a BLAS: oneDNN's
-// sgemm, OpenBLAS's sgemm or dgemm, or gemv for a one-row piece. The kernels run single-threaded
+// sgemm (one-row pieces included), or OpenBLAS's sgemm or dgemm, or its gemv for a one-row piece. The kernels run single-threaded
 // (core/parallel.cpp, core/ops/sgemm.cpp); heed's pool runs the pieces, cut along the longer side
 // of C. A BLAS's bits for an element of C depend on the piece of C a call covers (oneDNN's and
 // OpenBLAS's, gemv's too: docs/platform.md), so the pieces follow from the product's shape and
@@ -171,7 +171,7 @@ struct BlasProduct {
     by_rows = m >= n;
     side = by_rows ? m : n;
     const int64_t per_line = by_rows ? n * k : m * k;
-    const int64_t piece_macs = m == 1 ? kRowProductPieceMacs : kProductPieceMacs;  // gemv streams op(B)
+    const int64_t piece_macs = m == 1 ? kRowProductPieceMacs : kProductPieceMacs;  // one row streams op(B)
     const int64_t lines = std::max(kProductMinPiece, (piece_macs + per_line - 1) / per_line);
     pieces = std::clamp<int64_t>(side / lines, 1, std::max<int64_t>(max_pieces, 1));
   }
@@ -188,13 +188,9 @@ struct BlasProduct {
  private:
   // Rows [m0, m1) of C come from rows of op(A), columns [n0, n1) from columns of op(B).
   void call(int64_t m0, int64_t m1, int64_t n0, int64_t n1) const {
-    const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
-    const auto K = static_cast<blasint>(k);
-    const auto LDA = static_cast<blasint>(lda), LDB = static_cast<blasint>(ldb), LDC = static_cast<blasint>(ldc);
     const T* pa = ta ? a + m0 : a + m0 * lda;
     const T* pb = tb ? b + n0 * ldb : b + n0;
     T* pc = c + m0 * ldc + n0;
-    const auto M = static_cast<blasint>(m1 - m0), N = static_cast<blasint>(n1 - n0);
     if constexpr (std::is_same_v<T, float>) {
       if (detail::sgemm_on_onednn()) {
         // One row too (x W, or a transposed x: one-row x W^T has its own kernel, gemm below):
@@ -202,10 +198,15 @@ struct BlasProduct {
         // faster than OpenBLAS's sgemv on its AVX-512 kernels from 128 x 512 on, 0.7x at k = 65
         // (0.7 us more); not measured on other CPUs (docs/performance.md, "A CPU newer than
         // OpenBLAS").
-        detail::sgemm(ta, tb, M, N, K, pa, lda, pb, ldb, beta, pc, ldc);
+        detail::sgemm(ta, tb, m1 - m0, n1 - n0, k, pa, lda, pb, ldb, beta, pc, ldc);
         return;
       }
     }
+    // OpenBLAS: cblas's types.
+    const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+    const auto K = static_cast<blasint>(k);
+    const auto LDA = static_cast<blasint>(lda), LDB = static_cast<blasint>(ldb), LDC = static_cast<blasint>(ldc);
+    const auto M = static_cast<blasint>(m1 - m0), N = static_cast<blasint>(n1 - n0);
     if (M == 1) {
       // One row of C (a KV-cached generation step, batch 1): a matrix-vector product. OpenBLAS
       // 0.3.21's gemm packs all of op(B) even for one row (a 1 x 384 x 1152 product spent most of

@@ -149,22 +149,26 @@ TEST_CASE("heed train and bench --profile print time per op type, forward and ba
   }
 }
 
+// bench's tuning.fp32_products is what core/ops/sgemm.h's rule gives for this CPU, the OpenBLAS
+// kernels the child reports and HEED_FP32_PRODUCTS=`choice`.
+static void check_fp32_kernel(const json& tuning, const char* choice) {
+  const CpuInfo& cpu = cpu_info();
+  const bool fits = detail::openblas_kernels_fit_cpu(tuning.at("openblas_kernels").get<std::string>(), cpu.avx2, cpu.fma);
+  const bool onednn = detail::fp32_products_on_onednn(choice, cpu.avx512f, fits);
+  CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);
+}
+
 TEST_CASE("HEED_FP32_PRODUCTS chooses the fp32 product kernel bench reports, and a bad value is a clean error", "[cli]") {
   ScratchDir dir("bench_kernel");
   const std::string corpus = write_corpus(dir);
   const std::vector<std::string> args = cat({"bench", "--data", corpus, "--iters", "1"}, kModel);
-  // The rule of core/ops/sgemm.h on this CPU and the OpenBLAS kernels the child reports.
-  const CpuInfo& cpu = cpu_info();
   for (const char* value : {"openblas", "onednn", ""}) {
     INFO("HEED_FP32_PRODUCTS=" << value);
     RunOptions opt;
     opt.env = {std::string("HEED_FP32_PRODUCTS=") + value};  // empty: as unset
     ProcessResult r = run_heed(args, opt);
     require_ok(r);
-    const json tuning = json::parse(r.out).at("tuning");
-    const bool fits = detail::openblas_kernels_fit_cpu(tuning.at("openblas_kernels").get<std::string>(), cpu.avx2, cpu.fma);
-    const bool onednn = detail::fp32_products_on_onednn(value, cpu.avx512f, fits);
-    CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);
+    check_fp32_kernel(json::parse(r.out).at("tuning"), value);
   }
   RunOptions bad;
   bad.env = {"HEED_FP32_PRODUCTS=mkl"};
@@ -188,9 +192,7 @@ TEST_CASE("OpenBLAS's kernels are reported, and fp32 products leave them where t
     return;
   }
   // SSE3 kernels on a CPU with AVX2 and FMA: oneDNN (on an AVX-512 CPU it would be anyway).
-  const CpuInfo& cpu = cpu_info();
-  const bool onednn = cpu.avx512f || (cpu.avx2 && cpu.fma);
-  CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);
+  check_fp32_kernel(tuning, "");
   // Asked for, OpenBLAS it is, whatever its kernels.
   opt.env = {"OPENBLAS_CORETYPE=Prescott", "HEED_FP32_PRODUCTS=openblas"};
   r = run_heed(args, opt);
