@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "core/tuning.h"
 #include "core/ops/normal_cdf.h"
+#include "core/ops/simd_exp.h"
 #include "core/ops/strided.h"
 
 namespace heed {
@@ -254,8 +255,11 @@ Tensor pow(const Tensor& a, double p) {
 
 Tensor exp(const Tensor& a) {
   Tensor out = simd_unary_map(a, [](auto x) {
-    using std::exp;
-    return exp(x);
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      return std::exp(x);
+    } else {
+      return detail::exp_lanes(x);  // core/ops/simd_exp.h: xsimd's, without its undefined cast
+    }
   });
   return record("exp", out, {a}, [y = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; });
 }

@@ -86,7 +86,7 @@ void cross_entropy_backward(T* dx, const T* x, const T* rmax, const T* rinv, con
     const T m = rmax[r], f = rinv[r] * scale;
     const Batch<T> mb(m), fb(f);
     int64_t i = 0;
-    for (; i + W <= C; i += W) (xsimd::exp(Batch<T>::load_unaligned(xr + i) - mb) * fb).store_unaligned(d + i);
+    for (; i + W <= C; i += W) (detail::exp_lanes(Batch<T>::load_unaligned(xr + i) - mb) * fb).store_unaligned(d + i);
     for (; i < C; ++i) d[i] = std::exp(xr[i] - m) * f;
     d[targets[r]] -= scale;
   }

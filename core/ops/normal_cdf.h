@@ -24,6 +24,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "core/ops/simd_exp.h"
+
 // GCC 12 warns inside its own AVX-512 headers once xsimd's exp is inlined, as in simd_rows.h: a
 // false positive, GCC bug 105593.
 #pragma GCC diagnostic push
@@ -46,7 +48,7 @@ inline NormalCdfPdf<xsimd::batch<T, A>> normal_cdf_pdf(xsimd::batch<T, A> x) {
   B lower, gauss;  // lower = Phi(-|x|), gauss = exp(-x^2 / 2)
   if constexpr (std::is_same_v<T, double>) {
     lower = B(0.5) * xsimd::erfc(xsimd::abs(x) * B(std::numbers::sqrt2 / 2));
-    gauss = xsimd::exp(B(-0.5) * x * x);
+    gauss = detail::exp_lanes(B(-0.5) * x * x);
   } else {
     // Past |x| = 20 both terms are 0 in float; the clamp keeps x^2 finite.
     const B a = xsimd::min(xsimd::abs(x), B(20.0f));
@@ -57,7 +59,7 @@ inline NormalCdfPdf<xsimd::batch<T, A>> normal_cdf_pdf(xsimd::batch<T, A> x) {
     const B a_lo = a - a_hi;
     const B sq = a * a;
     const B sq_lo = ((a_hi * a_hi - sq) + B(2.0f) * a_hi * a_lo) + a_lo * a_lo;
-    gauss = xsimd::exp(B(-0.5f) * sq) * (B(1.0f) - B(0.5f) * sq_lo);
+    gauss = detail::exp_lanes(B(-0.5f) * sq) * (B(1.0f) - B(0.5f) * sq_lo);
     // Near the centre (|x| < 1.06, z < 0.75) the tail form loses accuracy through t (a rounding of
     // t moves erfc by up to twice as much): there L = 0.5 - 0.5 erf(z) = 0.5 - a R(a^2).
     B r = B(-7.410458215e-06f);

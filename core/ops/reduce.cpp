@@ -39,7 +39,7 @@ void exp_sub(T* y, const T* x, const T* shift, int64_t n) {
   constexpr int64_t W = Batch<T>::size;
   int64_t i = 0;
   for (; i + W <= n; i += W)
-    xsimd::exp(Batch<T>::load_unaligned(x + i) - Batch<T>::load_unaligned(shift + i)).store_unaligned(y + i);
+    detail::exp_lanes(Batch<T>::load_unaligned(x + i) - Batch<T>::load_unaligned(shift + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] = std::exp(x[i] - shift[i]);
 }
 
@@ -72,7 +72,7 @@ void sub_exp_scaled(T* dx, const T* g, const T* y, const T* s, T s0, int64_t n) 
   int64_t i = 0;
   for (; i + W <= n; i += W) {
     const Batch<T> sv = s ? Batch<T>::load_unaligned(s + i) : Batch<T>(s0);
-    const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(y + i));
+    const Batch<T> e = detail::exp_lanes(Batch<T>::load_unaligned(y + i));
     xsimd::fnma(e, sv, Batch<T>::load_unaligned(g + i)).store_unaligned(dx + i);
   }
   for (; i < n; ++i) dx[i] = g[i] - std::exp(y[i]) * (s ? s[i] : s0);

@@ -36,6 +36,8 @@
 #include <xsimd/xsimd.hpp>
 #pragma GCC diagnostic pop
 
+#include "core/ops/simd_exp.h"
+
 namespace heed::detail {
 
 template <class T>
@@ -134,12 +136,12 @@ double row_exp_sum(T* y, const T* x, T scale, T shift, int64_t n, int64_t avail)
     Batch<T> acc(T(0));
     int64_t j = b0;
     for (; j + W <= b1; j += W) {
-      const Batch<T> e = xsimd::exp(xsimd::fms(Batch<T>::load_unaligned(x + j), sb, shb));
+      const Batch<T> e = exp_lanes(xsimd::fms(Batch<T>::load_unaligned(x + j), sb, shb));
       if (y) e.store_unaligned(y + j);
       acc += e;
     }
     if (b1 == n && j < n && j + W <= avail) {  // the row's masked tail
-      const Batch<T> e = xsimd::exp(xsimd::fms(Batch<T>::load_unaligned(x + j), sb, shb));
+      const Batch<T> e = exp_lanes(xsimd::fms(Batch<T>::load_unaligned(x + j), sb, shb));
       if (y) e.store_unaligned(y + j);
       acc += xsimd::select(lanes_below<T>(n - j), e, Batch<T>(T(0)));
       j = n;

@@ -25,7 +25,15 @@ namespace heed::test {
 /// Sanitized builds (ASan + UBSan, -O1) run several times slower and hold more memory (shadow
 /// memory, the allocator's quarantine): the tests' bounds on a run's time and peak memory are
 /// multiplied by these there. The release build checks the promised bounds themselves.
+// GCC says ASan with __SANITIZE_ADDRESS__, clang with __has_feature (CI's sanitized build is clang's).
 #if defined(__SANITIZE_ADDRESS__)
+#define HEED_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEED_TEST_UNDER_ASAN 1
+#endif
+#endif
+#if defined(HEED_TEST_UNDER_ASAN)
 inline constexpr double kTimeScale = 5.0;
 inline constexpr long kMemoryScale = 4;
 #else
