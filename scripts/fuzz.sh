@@ -8,7 +8,8 @@
 #   fuzz_seq2seq_state        seq2seq_state.safetensors, as `heed seq2seq --resume` reads and restores it
 # The build tree is build-fuzz, configured here with just the library and the readers the targets
 # use; or BUILD_DIR, a tree already configured with -DCMAKE_CXX_COMPILER=clang++ -DHEED_FUZZ=ON
-# (CI's build-asan, where the test suite is built too: the targets then reuse its objects).
+# (CI's build-asan, where the test suite is built too: the targets then reuse its objects),
+# relative to the repository's root.
 # New inputs go to BUILD_DIR/corpus/<name>, not into the repository; a finding is written to
 # BUILD_DIR as crash-<sha1> (or oom-, timeout-) and the script exits non-zero. See fuzz/README.md.
 #
@@ -27,7 +28,7 @@ done
 root="$PWD"
 if [ -n "${2:-}" ]; then
   dir="$2"
-  if ! grep -q '^HEED_FUZZ:BOOL=ON$' "$dir/CMakeCache.txt" 2>/dev/null; then
+  if ! grep -Eiq '^HEED_FUZZ:BOOL=(ON|1|TRUE|YES|Y)$' "$dir/CMakeCache.txt" 2>/dev/null; then
     echo "fuzz.sh: $dir is not a build tree configured with -DHEED_FUZZ=ON (clang++)" >&2
     exit 2
   fi
