@@ -97,8 +97,8 @@ static Tensor unary_map(const Tensor& a, F f) {
 
 // out = f(a) (or f(a, b) for same-shaped a, b) with xsimd batches over contiguous data, for
 // functions the compiler cannot vectorise itself (exp, tanh, the normal CDF). `f` must accept both
-// T and xsimd::batch<T>: write its calls unqualified after `using std::tanh;` so ADL picks xsimd's (exp goes
-// through detail::exp_lanes, core/ops/simd_exp.h).
+// T and xsimd::batch<T>: write its calls unqualified after `using std::tanh;` so ADL picks
+// xsimd's (exp calls std::exp or detail::exp_lanes, core/ops/simd_exp.h, by type).
 // Blocks of tuning().elementwise_block elements (a multiple of any batch width, so only the very
 // end takes the scalar tail) spread over the threads, each thread's share at least
 // tuning().elementwise_grain elements: about 10 us of a plain add at this core's streaming rate,

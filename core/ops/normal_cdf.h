@@ -22,9 +22,7 @@
 #include <numbers>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
-
-#include "core/ops/simd_exp.h"
+#include "core/ops/simd_exp.h"  // xsimd, included there past GCC 12's false positive (bug 105593)
 
 // GCC 12 warns inside its own AVX-512 headers once xsimd's exp is inlined, as in simd_rows.h: a
 // false positive, GCC bug 105593.

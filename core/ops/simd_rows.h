@@ -29,14 +29,7 @@
 #include <cstdint>
 #include <limits>
 
-// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* read "uninitialized") once
-// xsimd's exp is inlined: a false positive, GCC bug 105593 (fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
-
-#include "core/ops/simd_exp.h"
+#include "core/ops/simd_exp.h"  // xsimd, included there past GCC 12's false positive (bug 105593)
 
 namespace heed::detail {
 

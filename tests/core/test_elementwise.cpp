@@ -117,24 +117,31 @@ TEST_CASE("elementwise forward values match PyTorch", "[elementwise]") {
 TEST_CASE("exp of +-inf, NaN and huge inputs is 0, inf or NaN in float32 and float64, in batches and the tail", "[elementwise]") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> special = {-inf, inf, nan, -1e300, 1e300, -1000.5, 1000.5, -2e9, 2e9, 0.0, -0.0};
-  std::vector<double> in;
-  for (int rep = 0; rep < 5; ++rep) in.insert(in.end(), special.begin(), special.end());  // 55: batches and a tail
-  for (DType dt : {DType::f32, DType::f64}) {
-    INFO(dtype_name(dt));
-    const Tensor y = exp(Tensor::from_vector(in, {static_cast<int64_t>(in.size())}).to(dt)).to(DType::f64);
-    for (size_t i = 0; i < in.size(); ++i) {
-      INFO("exp(" << in[i] << ") at " << i);
-      const double got = y.data<double>()[i];
-      if (std::isnan(in[i])) {
-        CHECK(std::isnan(got));
-      } else if (in[i] > 100) {
-        CHECK(got == inf);
-      } else if (in[i] < -100) {
-        CHECK(got == 0.0);
-      } else {
-        CHECK(got == 1.0);
+  auto check_exp = [&](const std::vector<double>& in) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      INFO(dtype_name(dt) << ", " << in.size() << " elements");
+      const Tensor y = exp(Tensor::from_vector(in, {static_cast<int64_t>(in.size())}).to(dt)).to(DType::f64);
+      for (size_t i = 0; i < in.size(); ++i) {
+        INFO("exp(" << in[i] << ") at " << i);
+        const double got = y.data<double>()[i];
+        if (std::isnan(in[i])) {
+          CHECK(std::isnan(got));
+        } else if (in[i] > 100) {
+          CHECK(got == inf);
+        } else if (in[i] < -100) {
+          CHECK(got == 0.0);
+        } else {
+          CHECK(got == 1.0);
+        }
       }
     }
+  };
+  std::vector<double> mixed;
+  for (int rep = 0; rep < 5; ++rep) mixed.insert(mixed.end(), special.begin(), special.end());
+  check_exp(mixed);  // 55: the specials mixed within batches, and a tail
+  for (double v : special) {
+    check_exp({v});                          // one element: the scalar tail only
+    check_exp(std::vector<double>(16, v));  // whole batches only, at every vector width up to 16 lanes
   }
 }
 
