@@ -97,8 +97,8 @@ static Tensor unary_map(const Tensor& a, F f) {
 
 // out = f(a) (or f(a, b) for same-shaped a, b) with xsimd batches over contiguous data, for
 // functions the compiler cannot vectorise itself (exp, tanh, the normal CDF). `f` must accept both
-// T and xsimd::batch<T>: write its calls unqualified after `using std::tanh;` so ADL picks
-// xsimd's (exp calls std::exp or detail::exp_lanes, core/ops/simd_exp.h, by type).
+// T and xsimd::batch<T>: exp and tanh call std::exp / std::tanh on T and detail::exp_lanes /
+// tanh_lanes on a batch (core/ops/simd_exp.h: xsimd's without its undefined cast), by type.
 // Blocks of tuning().elementwise_block elements (a multiple of any batch width, so only the very
 // end takes the scalar tail) spread over the threads, each thread's share at least
 // tuning().elementwise_grain elements: about 10 us of a plain add at this core's streaming rate,
@@ -280,8 +280,11 @@ Tensor sqrt(const Tensor& a) {
 
 Tensor tanh(const Tensor& a) {
   Tensor out = simd_unary_map(a, [](auto x) {
-    using std::tanh;
-    return tanh(x);
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      return std::tanh(x);
+    } else {
+      return detail::tanh_lanes(x);  // core/ops/simd_exp.h: xsimd's, without its exp's undefined cast
+    }
   });
   // d tanh = 1 - tanh^2
   return record("tanh", out, {a}, [y = out.detach()](const Tensor& g) {

@@ -7,8 +7,9 @@
 // branches on the values: a short polynomial only when all lanes of a batch have |x| < 0.94, so
 // GELU cost twice as much once training had moved the pre-activations (docs/performance.md).
 // Here Phi comes from the lower tail L = Phi(-|x|) = 0.5 erfc(|x| / sqrt 2), accurate relative to
-// itself: Phi(x) = L for x < 0, 1 - L otherwise. Double takes xsimd's erfc. Float computes L near
-// the centre from an odd polynomial and in the tail from erfc(z) = t exp(-z^2) Q(t),
+// itself: Phi(x) = L for x < 0, 1 - L otherwise. Double takes xsimd's erfc (detail::erfc_lanes).
+// Float computes L near the centre from an odd polynomial and in the tail from
+// erfc(z) = t exp(-z^2) Q(t),
 // t = 1 / (1 + p z) (the form of Abramowitz & Stegun 7.1.25-26), the exp(-x^2 / 2) of which also
 // gives the density. The polynomials are our own fits (scripts/fit_normal_cdf.py prints them) for
 // the relative error: 1.7e-9 and 1.3e-8 in exact arithmetic; in float the values of Phi, GELU and
@@ -45,7 +46,7 @@ inline NormalCdfPdf<xsimd::batch<T, A>> normal_cdf_pdf(xsimd::batch<T, A> x) {
   constexpr double inv_sqrt_2pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
   B lower, gauss;  // lower = Phi(-|x|), gauss = exp(-x^2 / 2)
   if constexpr (std::is_same_v<T, double>) {
-    lower = B(0.5) * xsimd::erfc(xsimd::abs(x) * B(std::numbers::sqrt2 / 2));
+    lower = B(0.5) * detail::erfc_lanes(xsimd::abs(x) * B(std::numbers::sqrt2 / 2));
     gauss = detail::exp_lanes(B(-0.5) * x * x);
   } else {
     // Past |x| = 20 both terms are 0 in float; the clamp keeps x^2 finite.

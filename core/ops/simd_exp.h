@@ -1,15 +1,18 @@
-// heed (internal): exp of every lane of an xsimd batch, the one definition every vectorised exp
-// in core/ops goes through (softmax and log_softmax rows, cross-entropy, attention, GELU, the
-// elementwise exp).
+// heed (internal): exp, tanh and erfc of every lane of an xsimd batch, the one definition every
+// vectorised exp, tanh and erfc in core/ops goes through (softmax and log_softmax rows,
+// cross-entropy, attention, GELU, the elementwise exp and tanh).
 //
 // xsimd 8's double exp (Debian 12's xsimd) converts round(x / ln 2) to int64 with a scalar cast
 // (its generic batch_cast: the AVX-512 "bw" arch it picks has no vector one), and that cast is
 // undefined behaviour for +-inf, NaN and |x| past about 6e18, lanes whose exp it then overrides
-// with 0, inf or NaN. A masked softmax feeds it -inf by design. So double lanes go in clamped to
-// [-1000, 1000], where exp is already 0 below and inf above, and NaN lanes go in as 0 and come out
-// as the NaN they were: the same results, without the cast of a non-finite value (clang's UBSan,
-// float-cast-overflow, reports it; GCC's -fsanitize=undefined does not check that cast). float
-// lanes convert with a vector instruction, defined for any input, and go straight through.
+// with 0, inf or NaN. Its double tanh and erfc call that exp (of 2|x| and of -x^2), so they reach
+// the cast at the same inputs (erfc from |x| past about 2.5e9). A masked softmax feeds exp -inf by
+// design. So double lanes go in clamped to [-1000, 1000], where each function already has its
+// limit (exp 0 below and inf above; tanh +-1 from |x| = 19.1 on; erfc 0 from x = 27.3 on and 2
+// below x = -6), and NaN lanes go in as 0 and come out as the NaN they were: the same results,
+// without the cast of a non-finite value (clang's UBSan, float-cast-overflow, reports it; GCC's
+// -fsanitize=undefined does not check that cast). float lanes convert with a vector instruction,
+// defined for any input, and go straight through.
 #pragma once
 
 #include <type_traits>
@@ -23,16 +26,33 @@
 
 namespace heed::detail {
 
-template <class T, class A>
-xsimd::batch<T, A> exp_lanes(xsimd::batch<T, A> x) {
+// f(x) lane by lane for double lanes clamped as above, NaN lanes passed around f; float lanes
+// straight to f.
+template <class T, class A, class F>
+xsimd::batch<T, A> lanes_clamped_for_xsimd(xsimd::batch<T, A> x, F f) {
   if constexpr (std::is_same_v<T, double>) {
     using B = xsimd::batch<T, A>;
     const auto nan = xsimd::isnan(x);  // not x != x: xsimd 8 compares batches with AVX-512's ordered "not equal", false for NaN
     const B finite = xsimd::select(x < B(-1000.0), B(-1000.0), xsimd::select(x > B(1000.0), B(1000.0), x));
-    return xsimd::select(nan, x, xsimd::exp(xsimd::select(nan, B(0.0), finite)));
+    return xsimd::select(nan, x, f(xsimd::select(nan, B(0.0), finite)));
   } else {
-    return xsimd::exp(x);
+    return f(x);
   }
+}
+
+template <class T, class A>
+xsimd::batch<T, A> exp_lanes(xsimd::batch<T, A> x) {
+  return lanes_clamped_for_xsimd(x, [](auto v) { return xsimd::exp(v); });
+}
+
+template <class T, class A>
+xsimd::batch<T, A> tanh_lanes(xsimd::batch<T, A> x) {
+  return lanes_clamped_for_xsimd(x, [](auto v) { return xsimd::tanh(v); });
+}
+
+template <class T, class A>
+xsimd::batch<T, A> erfc_lanes(xsimd::batch<T, A> x) {
+  return lanes_clamped_for_xsimd(x, [](auto v) { return xsimd::erfc(v); });
 }
 
 }  // namespace heed::detail

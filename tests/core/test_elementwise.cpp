@@ -145,6 +145,67 @@ TEST_CASE("exp of +-inf, NaN and huge inputs is 0, inf or NaN in float32 and flo
   }
 }
 
+// tanh and GELU (its normal CDF takes erfc in float64) at the inputs where xsimd's double tanh
+// and erfc reach its exp's cast of a non-finite or huge value: the answers are PyTorch's
+// (torch.tanh, F.gelu and its gradient in float64 give these), and under clang's UBSan the cast
+// itself would fail this test.
+TEST_CASE("tanh and GELU of +-inf, NaN and huge inputs are PyTorch's in float32 and float64, in batches and the tail", "[elementwise]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> special = {-inf, inf, nan, -1e300, 1e300, -1000.5, 1000.5, -2e9, 2e9, 0.0, -0.0, -25.0, 25.0};
+  auto check = [&](const std::vector<double>& in) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      INFO(dtype_name(dt) << ", " << in.size() << " elements");
+      const Tensor x = Tensor::from_vector(in, {static_cast<int64_t>(in.size())}).to(dt).detach().requires_grad_();
+      const Tensor xs = x.detach().to(DType::f64);  // the inputs as the dtype holds them (1e300 is inf in float32)
+      const Tensor t = tanh(x).to(DType::f64), y = gelu(x);
+      sum(y).backward();
+      const Tensor g = x.grad().to(DType::f64), yd = y.to(DType::f64);
+      for (size_t i = 0; i < in.size(); ++i) {
+        const double v = xs.data<double>()[i];
+        INFO("x = " << v << " at " << i);
+        const double tanh_got = t.data<double>()[i], gelu_got = yd.data<double>()[i], grad_got = g.data<double>()[i];
+        if (std::isnan(v)) {
+          CHECK(std::isnan(tanh_got));
+          CHECK(std::isnan(gelu_got));
+          CHECK(std::isnan(grad_got));
+          continue;
+        }
+        CHECK(tanh_got == std::tanh(v));  // +-1 past |x| = 19.1, the zeros exact
+        CHECK(std::signbit(tanh_got) == std::signbit(v));
+        if (v == -inf) {
+          CHECK(std::isnan(gelu_got));  // -inf * Phi(-inf) = -inf * 0
+        } else if (v >= 25) {
+          CHECK(gelu_got == v);  // Phi = 1 (inf stays inf)
+        } else if (v <= -1000) {
+          CHECK(gelu_got == 0.0);  // x * 0: -0 in PyTorch and here
+        } else if (v == -25) {
+          CHECK(std::fabs(gelu_got) < 1e-100);  // -25 Phi(-25) = -7.6e-137 (PyTorch's 1 + erf rounds it to -0)
+        } else {
+          CHECK(gelu_got == 0.0);  // x = +-0
+        }
+        if (std::isinf(v)) {
+          CHECK(std::isnan(grad_got));  // Phi + x phi: inf * 0 in both directions
+        } else if (v >= 1000) {
+          CHECK(grad_got == 1.0);
+        } else if (v <= -1000) {
+          CHECK(grad_got == 0.0);
+        } else if (v == 0.0) {
+          CHECK(grad_got == 0.5);
+        } else {
+          CHECK(std::fabs(grad_got - (v > 0 ? 1.0 : 0.0)) < 1e-100);  // +-25: phi(25) is 1.9e-136
+        }
+      }
+    }
+  };
+  std::vector<double> mixed;
+  for (int rep = 0; rep < 5; ++rep) mixed.insert(mixed.end(), special.begin(), special.end());
+  check(mixed);  // 65: the specials mixed within batches, and a tail
+  for (double v : special) {
+    check({v});                          // one element: the scalar tail only
+    check(std::vector<double>(16, v));  // whole batches only, at every vector width up to 16 lanes
+  }
+}
+
 TEST_CASE("broadcast binary ops match PyTorch: (3, 1, 4) with (2, 4)", "[elementwise]") {
   std::vector<double> av(12), bv(8);
   for (int i = 0; i < 12; ++i) av[i] = std::sin(0.9 * i + 0.2);
