@@ -111,6 +111,19 @@ TEST_CASE("elementwise forward values match PyTorch", "[elementwise]") {
   }
 }
 
+// Runs `check` on the special values laid out every way the vectorised functions split their
+// input: all of them five times over (mixed within batches, and a tail), each alone (the scalar
+// tail only) and each as 16 copies (whole batches only, at every vector width up to 16 lanes).
+static void check_special_layouts(const std::vector<double>& special, const std::function<void(const std::vector<double>&)>& check) {
+  std::vector<double> mixed;
+  for (int rep = 0; rep < 5; ++rep) mixed.insert(mixed.end(), special.begin(), special.end());
+  check(mixed);
+  for (double v : special) {
+    check({v});
+    check(std::vector<double>(16, v));
+  }
+}
+
 // The vectorised exp (core/ops/simd_exp.h) at the inputs where xsimd's double exp would cast a
 // non-finite or huge value to an integer: the answers are IEEE's, and under clang's UBSan
 // (float-cast-overflow, CI's sanitized build) the cast itself would fail this test.
@@ -136,13 +149,7 @@ TEST_CASE("exp of +-inf, NaN and huge inputs is 0, inf or NaN in float32 and flo
       }
     }
   };
-  std::vector<double> mixed;
-  for (int rep = 0; rep < 5; ++rep) mixed.insert(mixed.end(), special.begin(), special.end());
-  check_exp(mixed);  // 55: the specials mixed within batches, and a tail
-  for (double v : special) {
-    check_exp({v});                          // one element: the scalar tail only
-    check_exp(std::vector<double>(16, v));  // whole batches only, at every vector width up to 16 lanes
-  }
+  check_special_layouts(special, check_exp);
 }
 
 // tanh and GELU (its normal CDF takes erfc in float64) at the inputs where xsimd's double tanh
@@ -197,13 +204,7 @@ TEST_CASE("tanh and GELU of +-inf, NaN and huge inputs are PyTorch's in float32 
       }
     }
   };
-  std::vector<double> mixed;
-  for (int rep = 0; rep < 5; ++rep) mixed.insert(mixed.end(), special.begin(), special.end());
-  check(mixed);  // 65: the specials mixed within batches, and a tail
-  for (double v : special) {
-    check({v});                          // one element: the scalar tail only
-    check(std::vector<double>(16, v));  // whole batches only, at every vector width up to 16 lanes
-  }
+  check_special_layouts(special, check);
 }
 
 TEST_CASE("broadcast binary ops match PyTorch: (3, 1, 4) with (2, 4)", "[elementwise]") {
