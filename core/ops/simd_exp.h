@@ -8,8 +8,9 @@
 // with 0, inf or NaN. Its double tanh and erfc call that exp (of 2|x| and of -x^2), so they reach
 // the cast at the same inputs (erfc from |x| past about 2.5e9). A masked softmax feeds exp -inf by
 // design. So double lanes go in clamped to [-1000, 1000], where each function already has its
-// limit (exp 0 below and inf above; tanh +-1 from |x| = 19.1 on; erfc 0 from x = 27.3 on and 2
-// below x = -6), and NaN lanes go in as 0 and come out as the NaN they were: the same results,
+// limit (exp 0 below and inf above; tanh +-1 from |x| = 19.1 on; erfc 0 from x = 26.6 on and 2
+// below x = -6), and NaN lanes go in as 0 and come out as the NaN they were: the same results
+// wherever xsimd's are defined (and erfc past |x| ~ 1e62, where xsimd's own gives NaN, now 0 or 2),
 // without the cast of a non-finite value (clang's UBSan, float-cast-overflow, reports it; GCC's
 // -fsanitize=undefined does not check that cast). float lanes convert with a vector instruction,
 // defined for any input, and go straight through.
