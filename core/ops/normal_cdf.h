@@ -25,8 +25,8 @@
 
 #include "core/ops/simd_exp.h"  // xsimd, included there past GCC 12's false positive (bug 105593)
 
-// GCC 12 warns inside its own AVX-512 headers once xsimd's exp is inlined, as in simd_rows.h: a
-// false positive, GCC bug 105593.
+// GCC 12 warns inside its own AVX-512 headers once xsimd's exp is inlined into the functions
+// below (simd_exp.h silences the same false positive, GCC bug 105593, around xsimd's include).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
