@@ -70,12 +70,16 @@ class Pool {
     return pool;
   }
 
-  void run(int chunks, const std::function<void(int)>& chunk) {
+  // Runs `chunks` chunks on the caller and at most `workers` workers (the thread budget less the
+  // caller): a job may have more chunks than threads (parallel_for_each), and workers started for
+  // a larger budget earlier stay in the pool.
+  void run(int chunks, int workers, const std::function<void(int)>& chunk) {
     std::lock_guard<std::mutex> serial(run_mutex_);  // one job at a time
-    ensure_workers(chunks - 1);
+    ensure_workers(workers);
     job_.store(&chunk, std::memory_order_relaxed);
     remaining_.store(chunks, std::memory_order_relaxed);
     const uint32_t tag = ++tag_;
+    places_.store(uint64_t(tag) << 32 | static_cast<uint32_t>(std::max(workers, 0)), std::memory_order_relaxed);
     state_.store(pack(tag, chunks, 0), std::memory_order_seq_cst);  // publishes job_ and remaining_
     if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard<std::mutex> lock(mutex_);  // a worker between its check and its wait gets this too
@@ -182,6 +186,15 @@ class Pool {
     while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { work(); });
   }
 
+  // Whether this worker may join job `tag`: each job admits `workers` of them (run()). places_
+  // holds the job's tag beside the count, so a worker late for one job takes no place in the next.
+  bool take_place(uint32_t tag) {
+    uint64_t s = places_.load(std::memory_order_acquire);
+    while (static_cast<uint32_t>(s >> 32) == tag && (s & 0xffffffffu) > 0)
+      if (places_.compare_exchange_weak(s, s - 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    return false;
+  }
+
   void work() {
     uint32_t seen = tag_of(state_.load(std::memory_order_acquire));
     for (;;) {
@@ -189,7 +202,7 @@ class Pool {
                  sleeping_workers_, wake_);
       if (stop_.load(std::memory_order_acquire)) return;
       seen = tag_of(state_.load(std::memory_order_acquire));
-      run_chunks(seen, nullptr, true);
+      if (take_place(seen)) run_chunks(seen, nullptr, true);
     }
   }
 
@@ -199,6 +212,7 @@ class Pool {
   std::atomic<const std::function<void(int)>*> job_{nullptr};
   std::atomic<int> remaining_{0};   // chunks of the current job not yet finished
   std::atomic<uint64_t> state_{0};  // pack(tag, end, next): the unclaimed chunks
+  std::atomic<uint64_t> places_{0};  // tag << 32 | the workers job `tag` still admits
   uint32_t tag_ = 0;                // the last job's tag (only run() touches it)
   std::atomic<int> sleeping_workers_{0}, caller_sleeping_{0};
   std::atomic<bool> stop_{false};
@@ -220,7 +234,17 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
     if (begin < end) fn(begin, end);
   };
-  Pool::instance().run(chunks, chunk);
+  Pool::instance().run(chunks, chunks - 1, chunk);
+}
+
+void parallel_for_each(int64_t n, const std::function<void(int64_t)>& fn) {
+  if (n <= 0) return;
+  HEED_CHECK(n <= 0xffff, "parallel_for_each: ", n, " items, more than the pool's 65535 chunks");
+  if (n == 1 || num_threads() <= 1 || t_inside_chunk) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  Pool::instance().run(static_cast<int>(n), static_cast<int>(std::min<int64_t>(n, num_threads())) - 1, [&](int i) { fn(i); });
 }
 
 // Both forms of parallel_for_blocks: the arrays laid end to end, split into `shares` equal runs

@@ -24,6 +24,14 @@ int num_threads();
 /// chunk is rethrown here (the first one, after every chunk has finished).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
 
+/// Runs fn(i) for every i in [0, n), each index its own chunk: the calling thread and the workers
+/// each take the next one as they come free, so a thread whose core the OS or the host slows runs
+/// fewer. For items of a tenth of a millisecond or more, whose number the caller fixed from the
+/// work (an item's result must not depend on the thread that runs it): the pieces of a product
+/// cut finer than the cores (core/ops/matmul.cpp). At most 65535 items; a call from inside a chunk
+/// runs them inline. An exception is rethrown as in parallel_for.
+void parallel_for_each(int64_t n, const std::function<void(int64_t i)>& fn);
+
 /// Calls fn(begin, end) once for every fixed block [k block, min(n, (k + 1) block)) of [0, n),
 /// the blocks spread over the threads, each thread's share at least min_parallel elements (so
 /// n < 2 min_parallel stays on the caller's thread). Block boundaries never depend on the thread

@@ -22,8 +22,9 @@
 // order). The sizes that do fix sum orders stay constants and are not tuning: simd_rows.h's
 // kSumBlock, layer_norm_backward's kBlockRows (dw, db partial sums), reduce.cpp's kRows
 // (column-sum blocks), gemm_bf16's 12 x 32 register tile, and the pieces a BLAS product is cut
-// into (kProductMinPiece, kProductPieceMacs, kRowProductPieceMacs and kProductPairMacs below: a
-// BLAS sums in another order for another piece of C).
+// into (kProductMinPiece, kProductPieceMacs, kRowProductPieceMacs, kProductPairMacs,
+// kPackedProductPieceMacs and kPackedPiecesPerCore below: a BLAS sums in another order for another
+// piece of C).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,15 @@ constexpr double kMinProductChunkSeconds = 10e-6;
 /// 4-21 us on a core of 50-240 GFLOP/s, far longer than handing a piece to a thread (~1 us).
 constexpr int64_t kProductMinPiece = 16;
 constexpr int64_t kProductPieceMacs = int64_t{1} << 19;
+/// A product whose op(B) is packed once and shared by its pieces (oneDNN's packed sgemm,
+/// core/ops/sgemm.h: A not transposed) is cut finer than one piece a core, so that the threads
+/// share its pieces out as they come free and a core the host slows takes fewer: q pieces a core,
+/// q = its multiply-adds / (kPackedProductPieceMacs x cores), at most kPackedPiecesPerCore, and
+/// only where q >= 2 (else BlasProduct's cut). 2^24 multiply-adds are 0.1-0.7 ms on a core of
+/// 50-240 GFLOP/s, against a few microseconds to hand out and start a piece. A whole number of
+/// pieces a core, so that cores running alike finish together. Fixed, like the constants above.
+constexpr int64_t kPackedProductPieceMacs = int64_t{1} << 24;
+constexpr int64_t kPackedPiecesPerCore = 8;
 /// The pieces of a one-row product (gemv), which reads each element of op(B) once from memory:
 /// 2^16 multiply-adds, 256 KB of a float32 op(B), about 8 us at 30 GB/s.
 constexpr int64_t kRowProductPieceMacs = int64_t{1} << 16;

@@ -84,7 +84,97 @@ class NoSignalsDuringCall {
   bool blocked_ = false;
 };
 
+// oneDNN's packed sgemm (see sgemm_packed_b_available in the header). Column-major, Fortran
+// style (every size by pointer), as MKL's sgemm_pack and sgemm_compute: heed's row-major
+// C = A op(B) is the column-major C^T = op(B)^T A^T, so op(B)^T is the packed operand "A" there.
+using dim_t = int64_t;
+struct PackedSgemm {
+  dnnl_status_t (*get_size)(const char* identifier, const char* transa, const char* transb, const dim_t* m,
+                            const dim_t* n, const dim_t* k, const dim_t* lda, const dim_t* ldb, size_t* bytes,
+                            bool* pack) = nullptr;
+  dnnl_status_t (*pack)(const char* identifier, const char* transa, const char* transb, const dim_t* m, const dim_t* n,
+                        const dim_t* k, const dim_t* lda, const dim_t* ldb, const float* src, float* dst) = nullptr;
+  dnnl_status_t (*compute)(const char* transa, const char* transb, const dim_t* m, const dim_t* n, const dim_t* k,
+                           const float* a, const dim_t* lda, const float* b, const dim_t* ldb, const float* beta, float* c,
+                           const dim_t* ldc) = nullptr;
+  bool found() const { return get_size && pack && compute; }
+};
+
+const PackedSgemm& packed_sgemm() {
+  static const PackedSgemm f = [] {
+    PackedSgemm p;
+    // dnnl::impl::cpu::sgemm_pack_get_size, sgemm_pack and sgemm_compute of oneDNN 2.x.
+    p.get_size = reinterpret_cast<decltype(p.get_size)>(
+        dlsym(RTLD_DEFAULT, "_ZN4dnnl4impl3cpu19sgemm_pack_get_sizeEPKcS3_S3_PKlS5_S5_S5_S5_PmPb"));
+    p.pack = reinterpret_cast<decltype(p.pack)>(
+        dlsym(RTLD_DEFAULT, "_ZN4dnnl4impl3cpu10sgemm_packEPKcS3_S3_PKlS5_S5_S5_S5_PKfPf"));
+    p.compute = reinterpret_cast<decltype(p.compute)>(
+        dlsym(RTLD_DEFAULT, "_ZN4dnnl4impl3cpu13sgemm_computeEPKcS3_PKlS5_S5_PKfS5_S7_S5_S7_PfS5_"));
+    return p;
+  }();
+  return f;
+}
+
+// The column-major problem of heed's row-major C (m x n) = A (m x k, not transposed) op(B): its
+// M, N, K, the packed operand's transpose flag and leading dimensions.
+struct ColumnMajor {
+  dim_t m, n, k, lda, ldb;
+  char trans_packed;
+  static constexpr char kTransA = 'N';  // A^T, the unpacked operand, is A's storage read column-major
+  ColumnMajor(bool trans_b, int64_t rows, int64_t n_, int64_t k_, int64_t lda_, int64_t ldb_)
+      : m(n_), n(rows), k(k_), lda(ldb_), ldb(lda_), trans_packed(trans_b ? 'T' : 'N') {}
+};
+
 }  // namespace
+
+bool sgemm_packed_b_available() {
+  static const bool on = sgemm_on_onednn() && packed_sgemm().found();
+  return on;
+}
+
+int64_t sgemm_packed_b_floats(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb) {
+  if (!sgemm_packed_b_available()) return 0;
+  const ColumnMajor p(trans_b, m, n, k, lda, ldb);
+  size_t bytes = 0;
+  bool pack = false;
+  // oneDNN lays the packed copy out for the calling thread's OpenMP team size: one thread here, as
+  // in sgemm_pack_b and sgemm_packed_b (a copy sized for two and packed for one overruns it).
+  const OneOpenMPThread one;
+  const dnnl_status_t status =
+      packed_sgemm().get_size("A", &p.trans_packed, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, &p.lda, &p.ldb, &bytes, &pack);
+  if (status != dnnl_success || !pack) return 0;
+  return static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+}
+
+void sgemm_pack_b(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, const float* b, int64_t ldb,
+                  float* packed) {
+  const ColumnMajor p(trans_b, m, n, k, lda, ldb);
+  dnnl_status_t status;
+  {
+    const OneOpenMPThread one;
+    const NoSignalsDuringCall no_signals;
+    status = packed_sgemm().pack("A", &p.trans_packed, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, &p.lda, &p.ldb, b, packed);
+  }
+  HEED_CHECK(status == dnnl_success, "matmul: oneDNN refused to pack op(B) of a ", m, " x ", k, " x ", n,
+             " product (status ", static_cast<int>(status), ")");
+}
+
+void sgemm_packed_b(int64_t rows_m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed,
+                    int64_t ldb, float beta, float* c, int64_t ldc) {
+  // (trans_b is in the packed copy: oneDNN's 'P' stands for the packed operand either way.)
+  const ColumnMajor p(false, rows_m, n, k, lda, ldb);
+  const dim_t ldc_ = ldc;
+  const char packed_flag = 'P';
+  dnnl_status_t status;
+  {
+    const OneOpenMPThread one;
+    const NoSignalsDuringCall no_signals;
+    status = packed_sgemm().compute(&packed_flag, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, packed, &p.lda, a, &p.ldb,
+                                    &beta, c, &ldc_);
+  }
+  HEED_CHECK(status == dnnl_success, "matmul: oneDNN's packed sgemm refused a ", rows_m, " x ", k, " x ", n,
+             " product (leading dimensions ", lda, ", ", ldb, ", ", ldc, "; status ", static_cast<int>(status), ")");
+}
 
 std::string openblas_kernels() {
   const char* core = openblas_get_corename();
@@ -130,7 +220,7 @@ std::string fp32_product_kernel() {
   if (!sgemm_on_onednn()) return "OpenBLAS cblas_sgemm";
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-         " dnnl_sgemm";
+         (sgemm_packed_b_available() ? " dnnl_sgemm and packed sgemm" : " dnnl_sgemm");
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

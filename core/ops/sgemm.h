@@ -50,8 +50,9 @@ std::string openblas_kernels();
 /// a fifth to two-fifths of the speed; oneDNN dispatches on the instruction sets themselves.
 bool openblas_kernels_fit_cpu(std::string_view core, bool avx2, bool fma);
 
-/// Which code runs fp32 products here, with its version ("oneDNN 2.6.3 dnnl_sgemm" or "OpenBLAS
-/// cblas_sgemm"), for `heed bench`'s report (core/tuning.h, tuning_json).
+/// Which code runs fp32 products here, with its version ("oneDNN 2.6.3 dnnl_sgemm and packed
+/// sgemm", "oneDNN ... dnnl_sgemm" without sgemm_packed_b_available(), or "OpenBLAS cblas_sgemm"),
+/// for `heed bench`'s report (core/tuning.h, tuning_json).
 std::string fp32_product_kernel();
 
 /// C = op(A) op(B) + beta C on the calling thread. beta 0: C is only written (it may hold
@@ -59,5 +60,29 @@ std::string fp32_product_kernel();
 /// (a leading dimension smaller than its matrix's row).
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+/// Whether fp32 products here can pack op(B) once and share it between pieces of rows of C
+/// (sgemm_pack_b and sgemm_packed_b below): sgemm_on_onednn() and this oneDNN exports its packed
+/// sgemm. oneDNN builds that from its MKL-style sgemm_pack_get_size, sgemm_pack and sgemm_compute
+/// (src/cpu/gemm/gemm_pack.hpp, exported with DNNL_API for its own RNN primitives and tests, but
+/// declared in no public header), so heed looks them up at run time by their oneDNN 2.x C++
+/// names (dim_t = int64_t): a oneDNN without them leaves every product on sgemm(). The same
+/// kernels as dnnl_sgemm, reading op(B) from one packed copy instead of packing it per call.
+bool sgemm_packed_b_available();
+
+/// Floats the packed op(B) of C (m x n) = A (m x k, not transposed, row stride lda) op(B) takes,
+/// or 0 where oneDNN declines to pack this product (then use sgemm()).
+int64_t sgemm_packed_b_floats(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb);
+
+/// Packs op(B) for products of up to m rows of C as in sgemm_packed_b_floats, into `packed`
+/// (that many floats). Throws heed::Error if oneDNN refuses.
+void sgemm_pack_b(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, const float* b, int64_t ldb,
+                  float* packed);
+
+/// C = A op(B) + beta C on the calling thread, for rows_m <= m rows of A (not transposed, row stride
+/// lda, the stride it was packed for) and op(B) packed by sgemm_pack_b (the same trans_b, n, k,
+/// lda and ldb). beta 0 or 1 as in sgemm(). Throws heed::Error if oneDNN refuses.
+void sgemm_packed_b(int64_t rows_m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed,
+                    int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace heed::detail

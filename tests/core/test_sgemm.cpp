@@ -1,6 +1,7 @@
 // The fp32 product kernel (core/ops/sgemm.h, oneDNN's sgemm) on raw buffers: values against a
 // float64 product with a rounding-error bound, every transpose, leading dimensions wider than the
-// matrix, beta 0 over a C full of NaN and beta 1; and fp32 matmul's bits on any thread count,
+// matrix, beta 0 over a C full of NaN and beta 1, and the same on one packed op(B) in pieces of
+// rows (oneDNN's packed sgemm); and fp32 matmul's bits on any thread count,
 // which its fixed pieces (core/ops/matmul.cpp) are for; and no signal handled during a call.
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
@@ -49,6 +50,37 @@ void sgemm(const Operand& a, const Operand& b, float beta, float* c, int64_t ldc
   heed::detail::sgemm(a.trans, b.trans, a.rows, b.cols, a.cols, a.data.data(), a.ld, b.data.data(), b.ld, beta, c, ldc);
 }
 
+// C (m x ldc, the first n columns the product) after fill_c's start and a product: within float
+// rounding of op(A) op(B) + beta C in float64, C's padding columns untouched (NaN).
+std::vector<float> fill_c(int64_t m, int64_t n, int64_t ldc, float beta) {
+  std::vector<float> c(static_cast<size_t>(m * ldc), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? std::nanf("") : 0.5f * static_cast<float>(i - j);
+  return c;
+}
+
+void check_product(const Operand& a, const Operand& b, float beta, const std::vector<float>& before,
+                   const std::vector<float>& c, int64_t ldc) {
+  const int64_t m = a.rows, n = b.cols, k = a.cols;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = beta == 0.0f ? 0.0 : before[i * ldc + j], magnitude = std::fabs(ref);
+      for (int64_t p = 0; p < k; ++p) {
+        const double term = static_cast<double>(a.at(i, p)) * b.at(p, j);
+        ref += term;
+        magnitude += std::fabs(term);
+      }
+      // Any order of k + 1 float additions: |error| <= (k + 1) u sum |terms| (u = 2^-24), plus
+      // rounding the result.
+      const double bound = (static_cast<double>(k) + 2.0) * 0x1p-24 * magnitude;
+      INFO("m " << m << " n " << n << " k " << k << " ta " << a.trans << " tb " << b.trans << " beta " << beta << " at ("
+                << i << ", " << j << ")");
+      REQUIRE(std::fabs(c[i * ldc + j] - ref) <= bound);
+    }
+    for (int64_t j = n; j < ldc; ++j) REQUIRE(std::isnan(c[i * ldc + j]));  // C's padding untouched
+  }
+}
+
 }  // namespace
 
 TEST_CASE("fp32 products are within float rounding of the float64 product: every transpose, wide leading dims, beta 0 and 1",
@@ -60,30 +92,42 @@ TEST_CASE("fp32 products are within float rounding of the float64 product: every
         const Operand a = random_operand(ta, s.m, s.k, 3, gen), b = random_operand(tb, s.k, s.n, 5, gen);
         const int64_t ldc = s.n + 2;
         for (const float beta : {0.0f, 1.0f}) {
-          std::vector<float> c(static_cast<size_t>(s.m * ldc), std::numeric_limits<float>::quiet_NaN());
-          std::vector<float> before(c.size());
-          for (int64_t i = 0; i < s.m; ++i)
-            for (int64_t j = 0; j < s.n; ++j) c[i * ldc + j] = beta == 0.0f ? std::nanf("") : 0.5f * static_cast<float>(i - j);
-          before = c;
+          std::vector<float> c = fill_c(s.m, s.n, ldc, beta);
+          const std::vector<float> before = c;
           sgemm(a, b, beta, c.data(), ldc);
-          for (int64_t i = 0; i < s.m; ++i) {
-            for (int64_t j = 0; j < s.n; ++j) {
-              double ref = beta == 0.0f ? 0.0 : before[i * ldc + j], magnitude = std::fabs(ref);
-              for (int64_t p = 0; p < s.k; ++p) {
-                const double term = static_cast<double>(a.at(i, p)) * b.at(p, j);
-                ref += term;
-                magnitude += std::fabs(term);
-              }
-              // Any order of k + 1 float additions: |error| <= (k + 1) u sum |terms| (u = 2^-24),
-              // plus rounding the result.
-              const double bound = (static_cast<double>(s.k) + 2.0) * 0x1p-24 * magnitude;
-              INFO("m " << s.m << " n " << s.n << " k " << s.k << " ta " << ta << " tb " << tb << " beta " << beta << " at ("
-                        << i << ", " << j << ")");
-              REQUIRE(std::fabs(c[i * ldc + j] - ref) <= bound);
-            }
-            for (int64_t j = s.n; j < ldc; ++j) REQUIRE(std::isnan(c[i * ldc + j]));  // C's padding untouched
-          }
+          check_product(a, b, beta, before, c, ldc);
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("fp32 products on a packed op(B): within float rounding of the float64 product, in pieces of rows, "
+          "beta 0 and 1",
+          "[matmul][sgemm]") {
+  if (!heed::detail::sgemm_packed_b_available()) {
+    WARN("oneDNN's packed sgemm is not in use here (" << heed::detail::fp32_product_kernel() << "): nothing to check");
+    return;
+  }
+  std::mt19937 gen(12);
+  for (const Case& s : {Case{37, 29, 53}, Case{200, 96, 130}, Case{64, 1, 7}}) {
+    for (const bool tb : {false, true}) {
+      const Operand a = random_operand(false, s.m, s.k, 3, gen), b = random_operand(tb, s.k, s.n, 5, gen);
+      const int64_t floats = heed::detail::sgemm_packed_b_floats(tb, s.m, s.n, s.k, a.ld, b.ld);
+      REQUIRE(floats > 0);
+      std::vector<float> packed(static_cast<size_t>(floats), std::numeric_limits<float>::quiet_NaN());
+      heed::detail::sgemm_pack_b(tb, s.m, s.n, s.k, a.ld, b.data.data(), b.ld, packed.data());
+      const int64_t ldc = s.n + 2;
+      for (const float beta : {0.0f, 1.0f}) {
+        std::vector<float> c = fill_c(s.m, s.n, ldc, beta);
+        const std::vector<float> before = c;
+        // Three pieces of rows, one packed copy: what matmul's pieces do.
+        const int64_t cuts[] = {0, s.m / 3, s.m / 2, s.m};
+        for (int p = 0; p < 3; ++p)
+          if (cuts[p + 1] > cuts[p])
+            heed::detail::sgemm_packed_b(cuts[p + 1] - cuts[p], s.n, s.k, a.data.data() + cuts[p] * a.ld, a.ld,
+                                         packed.data(), b.ld, beta, c.data() + cuts[p] * ldc, ldc);
+        check_product(a, b, beta, before, c, ldc);
       }
     }
   }
