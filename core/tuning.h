@@ -53,8 +53,10 @@ constexpr int64_t kProductPieceMacs = int64_t{1} << 19;
 /// share its pieces out as they come free and a core the host slows takes fewer: q pieces a core,
 /// q = its multiply-adds / (kPackedProductPieceMacs x cores), at most kPackedPiecesPerCore, and
 /// only where q >= 2 (else BlasProduct's cut). 2^24 multiply-adds are 0.1-0.7 ms on a core of
-/// 50-240 GFLOP/s, against a few microseconds to hand out and start a piece. A whole number of
-/// pieces a core, so that cores running alike finish together. Fixed, like the constants above.
+/// 50-240 GFLOP/s; smaller pieces lose rate (a 16-row piece of small's c_fc forward ran at 89
+/// GFLOP/s against 115 for a 256-row one on an Emerald Rapids core: docs/performance.md). A whole
+/// number of pieces a core, so that cores running alike finish together. Fixed, like the
+/// constants above.
 constexpr int64_t kPackedProductPieceMacs = int64_t{1} << 24;
 constexpr int64_t kPackedPiecesPerCore = 8;
 /// The pieces of a one-row product (gemv), which reads each element of op(B) once from memory:

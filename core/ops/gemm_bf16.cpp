@@ -32,6 +32,7 @@
 #include "core/check.h"
 #include "core/cpu.h"
 #include "core/ops/bf16.h"
+#include "core/ops/pack_buffer.h"
 #include "core/ops/transpose16.h"
 #include "core/parallel.h"
 #include "core/tuning.h"
@@ -522,27 +523,7 @@ void run_tile(TileKernel kernel, int64_t mr, int64_t q0, int64_t q1, const uint3
   for (int64_t r = 0; r < rows; ++r) std::copy(tile + r * kNR, tile + r * kNR + cols, c + r * ldc);
 }
 
-// 64-byte aligned scratch for one thread's packed panels, grown as needed and kept for the next
-// call (a training step packs the same sizes every time).
-class PackBuffer {
- public:
-  uint32_t* get(int64_t words) {
-    if (words > capacity_) {
-      const size_t bytes = static_cast<size_t>(round_up(words * 4, 64));
-      data_.reset(static_cast<uint32_t*>(std::aligned_alloc(64, bytes)));
-      HEED_CHECK(data_ != nullptr, "gemm_bf16: cannot allocate ", bytes, " bytes for packed panels");
-      capacity_ = words;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(uint32_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint32_t, Free> data_;
-  int64_t capacity_ = 0;
-};
+using PackBuffer = detail::PackBuffer<uint32_t>;  // one thread's packed panels (core/ops/pack_buffer.h)
 
 struct Problem {
   int64_t m, n, k;

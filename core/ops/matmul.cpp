@@ -25,6 +25,7 @@
 #include "core/autograd.h"
 #include "core/cpu.h"
 #include "core/ops.h"
+#include "core/ops/pack_buffer.h"
 #include "core/ops/sgemm.h"
 #include "core/ops/simd_rows.h"
 #include "core/parallel.h"
@@ -233,31 +234,29 @@ struct BlasProduct {
   }
 };
 
-// C = A @ op(B) + beta C (A not transposed: Linear's forward and dx) on oneDNN, with op(B) packed
-// once and shared by pieces of rows of C: more pieces than cores (kPackedProductPieceMacs,
-// core/tuning.h), each its own chunk of the pool, so the threads share them out as they come free
-// and a core the host or the OS slows runs fewer. Cut so finely through BlasProduct, each piece's
-// call would pack op(B) again. The pieces follow from the shape and the cores, as BlasProduct's.
-// Returns false, having done nothing, where A is transposed (the weight gradient: oneDNN reads
-// both operands in place there), the product is too small for two pieces a core, or oneDNN's
-// packed sgemm is missing or declines (then BlasProduct runs it).
+// C = A @ op(B) + beta C with A not transposed (Linear's forward and dx; the caller leaves the
+// weight gradient, whose A is transposed, to BlasProduct: oneDNN reads both operands in place
+// there) on oneDNN, with op(B) packed once and shared by pieces of rows of C: more pieces than
+// cores (kPackedProductPieceMacs, core/tuning.h), each its own chunk of the pool, so the threads
+// share them out as they come free and a core the host or the OS slows runs fewer. Cut so finely
+// through BlasProduct, each piece's call would pack op(B) again. The pieces follow from the shape
+// and the cores, as BlasProduct's. Returns false, having done nothing, where the product is too
+// small for two pieces a core or oneDNN's packed sgemm is missing or declines.
 bool packed_b_product(bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                       int64_t ldb, float beta, float* c, int64_t ldc) {
   if (!detail::sgemm_packed_b_available()) return false;
   const int64_t cores = cpu_info().cores;
-  const double per_core = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
-                          static_cast<double>(kPackedProductPieceMacs * cores);
+  const double macs_per_core = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
+                               static_cast<double>(cores);
   const int64_t per_core_pieces =
-      std::min({static_cast<int64_t>(std::min(per_core, 1e6)), kPackedPiecesPerCore, m / (kProductMinPiece * cores)});
+      std::min(static_cast<int64_t>(std::min(macs_per_core / kPackedProductPieceMacs, double(kPackedPiecesPerCore))),
+               m / (kProductMinPiece * cores));
   if (per_core_pieces < 2) return false;
   const int64_t floats = detail::sgemm_packed_b_floats(tb, m, n, k, lda, ldb);
   if (floats == 0) return false;
-  // Kept for the next call on this thread (a training step packs the same weights every time): as
-  // large as the largest op(B) packed here, a weight matrix's size.
-  constexpr int64_t kAlign = 16;  // floats: 64 bytes
-  thread_local std::vector<float> buffer;
-  if (static_cast<int64_t>(buffer.size()) < floats + kAlign) buffer.resize(static_cast<size_t>(floats + kAlign));
-  float* packed = buffer.data() + (kAlign - reinterpret_cast<uintptr_t>(buffer.data()) / sizeof(float) % kAlign) % kAlign;
+  // As large as the largest op(B) packed on this thread, a weight matrix's size.
+  thread_local detail::PackBuffer<float> buffer;
+  float* packed = buffer.get(floats);
   detail::sgemm_pack_b(tb, m, n, k, lda, b, ldb, packed);
   const int64_t pieces = per_core_pieces * cores;
   parallel_for_each(pieces, [&](int64_t p) {

@@ -84,6 +84,15 @@ class NoSignalsDuringCall {
   bool blocked_ = false;
 };
 
+// Every call into oneDNN's sgemm runs on one OpenMP thread and with no signal handled meanwhile
+// (the two classes above say why); f returns the call's status.
+template <class F>
+dnnl_status_t call_onednn(F&& f) {
+  const OneOpenMPThread one;
+  const NoSignalsDuringCall no_signals;
+  return f();
+}
+
 // oneDNN's packed sgemm (see sgemm_packed_b_available in the header). Column-major, Fortran
 // style (every size by pointer), as MKL's sgemm_pack and sgemm_compute: heed's row-major
 // C = A op(B) is the column-major C^T = op(B)^T A^T, so op(B)^T is the packed operand "A" there.
@@ -137,11 +146,12 @@ int64_t sgemm_packed_b_floats(bool trans_b, int64_t m, int64_t n, int64_t k, int
   const ColumnMajor p(trans_b, m, n, k, lda, ldb);
   size_t bytes = 0;
   bool pack = false;
-  // oneDNN lays the packed copy out for the calling thread's OpenMP team size: one thread here, as
-  // in sgemm_pack_b and sgemm_packed_b (a copy sized for two and packed for one overruns it).
-  const OneOpenMPThread one;
-  const dnnl_status_t status =
-      packed_sgemm().get_size("A", &p.trans_packed, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, &p.lda, &p.ldb, &bytes, &pack);
+  // oneDNN lays the packed copy out for the calling thread's OpenMP team size, so it is sized with
+  // the one thread it is packed and used with (a copy sized for two and packed for one overruns it).
+  const dnnl_status_t status = call_onednn([&] {
+    return packed_sgemm().get_size("A", &p.trans_packed, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, &p.lda, &p.ldb,
+                                   &bytes, &pack);
+  });
   if (status != dnnl_success || !pack) return 0;
   return static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
 }
@@ -149,12 +159,9 @@ int64_t sgemm_packed_b_floats(bool trans_b, int64_t m, int64_t n, int64_t k, int
 void sgemm_pack_b(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, const float* b, int64_t ldb,
                   float* packed) {
   const ColumnMajor p(trans_b, m, n, k, lda, ldb);
-  dnnl_status_t status;
-  {
-    const OneOpenMPThread one;
-    const NoSignalsDuringCall no_signals;
-    status = packed_sgemm().pack("A", &p.trans_packed, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, &p.lda, &p.ldb, b, packed);
-  }
+  const dnnl_status_t status = call_onednn([&] {
+    return packed_sgemm().pack("A", &p.trans_packed, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, &p.lda, &p.ldb, b, packed);
+  });
   HEED_CHECK(status == dnnl_success, "matmul: oneDNN refused to pack op(B) of a ", m, " x ", k, " x ", n,
              " product (status ", static_cast<int>(status), ")");
 }
@@ -165,13 +172,10 @@ void sgemm_packed_b(int64_t rows_m, int64_t n, int64_t k, const float* a, int64_
   const ColumnMajor p(false, rows_m, n, k, lda, ldb);
   const dim_t ldc_ = ldc;
   const char packed_flag = 'P';
-  dnnl_status_t status;
-  {
-    const OneOpenMPThread one;
-    const NoSignalsDuringCall no_signals;
-    status = packed_sgemm().compute(&packed_flag, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, packed, &p.lda, a, &p.ldb,
-                                    &beta, c, &ldc_);
-  }
+  const dnnl_status_t status = call_onednn([&] {
+    return packed_sgemm().compute(&packed_flag, &ColumnMajor::kTransA, &p.m, &p.n, &p.k, packed, &p.lda, a, &p.ldb,
+                                  &beta, c, &ldc_);
+  });
   HEED_CHECK(status == dnnl_success, "matmul: oneDNN's packed sgemm refused a ", rows_m, " x ", k, " x ", n,
              " product (leading dimensions ", lda, ", ", ldb, ", ", ldc, "; status ", static_cast<int>(status), ")");
 }
@@ -225,13 +229,9 @@ std::string fp32_product_kernel() {
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  dnnl_status_t status;
-  {
-    const OneOpenMPThread one;
-    const NoSignalsDuringCall no_signals;
-    // dnnl_sgemm is row-major, as heed's tensors are.
-    status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  }
+  // dnnl_sgemm is row-major, as heed's tensors are.
+  const dnnl_status_t status = call_onednn(
+      [&] { return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc); });
   HEED_CHECK(status == dnnl_success, "matmul: oneDNN's sgemm refused a ", m, " x ", k, " x ", n,
              " product (leading dimensions ", lda, ", ", ldb, ", ", ldc, "; status ", static_cast<int>(status), ")");
 }
