@@ -56,7 +56,8 @@ constexpr int64_t kProductPieceMacs = int64_t{1} << 19;
 /// 50-240 GFLOP/s; smaller pieces lose rate (a 16-row piece of small's c_fc forward ran at 89
 /// GFLOP/s against 115 for a 256-row one on an Emerald Rapids core: docs/performance.md). A whole
 /// number of pieces a core, so that cores running alike finish together. Fixed, like the
-/// constants above.
+/// constants above. heed's own A^T B kernel (core/ops/sgemm_at_b.h) is cut by the same rule and
+/// taken from the same size on, though no bit of it depends on its pieces.
 constexpr int64_t kPackedProductPieceMacs = int64_t{1} << 24;
 constexpr int64_t kPackedPiecesPerCore = 8;
 /// The pieces of a one-row product (gemv), which reads each element of op(B) once from memory:

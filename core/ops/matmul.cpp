@@ -27,6 +27,7 @@
 #include "core/ops.h"
 #include "core/ops/pack_buffer.h"
 #include "core/ops/sgemm.h"
+#include "core/ops/sgemm_at_b.h"
 #include "core/ops/simd_rows.h"
 #include "core/parallel.h"
 #include "core/tuning.h"
@@ -333,6 +334,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   }
   if constexpr (std::is_same_v<T, float>) {
     if (!ta && packed_b_product(tb, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
+    // A weight gradient g^T x: heed's own kernel where oneDNN's reads a 1 KB-aligned stride badly.
+    if (ta && !tb && detail::sgemm_at_b_suits(m, n, k, lda, ldb))
+      return detail::sgemm_at_b(m, n, k, a, lda, b, ldb, beta, c, ldc);  // splits itself
   }
   const BlasProduct<T> product(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, cpu_info().cores);
   run_pieces<T>({&product});

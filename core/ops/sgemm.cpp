@@ -1,5 +1,6 @@
 // fp32 products on oneDNN's dnnl_sgemm (see core/ops/sgemm.h for why).
 #include "core/ops/sgemm.h"
+#include "core/ops/sgemm_at_b.h"
 
 #include <dlfcn.h>
 #include <dnnl.h>
@@ -224,7 +225,8 @@ std::string fp32_product_kernel() {
   if (!sgemm_on_onednn()) return "OpenBLAS cblas_sgemm";
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-         (sgemm_packed_b_available() ? " dnnl_sgemm and packed sgemm" : " dnnl_sgemm");
+         (sgemm_packed_b_available() ? " dnnl_sgemm and packed sgemm" : " dnnl_sgemm") +
+         (sgemm_at_b_available() ? ", heed's A^T B at 1 KB strides" : "");
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

@@ -52,7 +52,8 @@ bool openblas_kernels_fit_cpu(std::string_view core, bool avx2, bool fma);
 
 /// Which code runs fp32 products here, with its version ("oneDNN 2.6.3 dnnl_sgemm and packed
 /// sgemm", "oneDNN ... dnnl_sgemm" without sgemm_packed_b_available(), or "OpenBLAS cblas_sgemm"),
-/// for `heed bench`'s report (core/tuning.h, tuning_json).
+/// and ", heed's A^T B at 1 KB strides" where sgemm_at_b_available() (core/ops/sgemm_at_b.h), for
+/// `heed bench`'s report (core/tuning.h, tuning_json).
 std::string fp32_product_kernel();
 
 /// C = op(A) op(B) + beta C on the calling thread. beta 0: C is only written (it may hold

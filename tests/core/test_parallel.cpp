@@ -211,9 +211,11 @@ TEST_CASE("linear's products give the same bits on 1, 2, 3, 4 and 7 threads (pie
   };
   // On oneDNN with its packed sgemm, the forward and dx of a Linear of 2^26 multiply-adds or more
   // (the third case: 12 pieces on 2 cores) run on one packed copy of the weight, in pieces claimed
-  // one at a time (core/ops/matmul.cpp, packed_b_product).
+  // one at a time (core/ops/matmul.cpp, packed_b_product). With AVX-512, the fourth case's dW
+  // (g 1 536 floats wide) runs on heed's own A^T B kernel (core/ops/sgemm_at_b.h), in 16 pieces on
+  // 2 cores, claimed one at a time.
   for (const Case& c : {Case{DType::f32, {12, 64, 128}, {512, 128}}, Case{DType::f64, {100, 1024}, {1024, 1024}},
-                        Case{DType::f32, {2, 256, 384}, {1152, 384}}}) {
+                        Case{DType::f32, {2, 256, 384}, {1152, 384}}, Case{DType::f32, {512, 384}, {1536, 384}}}) {
     auto run = [&](int threads) {
       set_num_threads(threads);
       Generator gen(5);

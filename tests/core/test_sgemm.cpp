@@ -10,6 +10,7 @@
 #include <sys/time.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/ops/sgemm.h"
+#include "core/ops/sgemm_at_b.h"
 #include "core/parallel.h"
 #include "support/helpers.h"
 
@@ -131,6 +133,87 @@ TEST_CASE("fp32 products on a packed op(B): within float rounding of the float64
       }
     }
   }
+}
+
+namespace {
+
+// The bits of C's first n columns, row by row.
+std::vector<float> product_columns(const std::vector<float>& c, int64_t m, int64_t n, int64_t ldc) {
+  std::vector<float> out;
+  for (int64_t i = 0; i < m; ++i) out.insert(out.end(), c.begin() + i * ldc, c.begin() + i * ldc + n);
+  return out;
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("heed's A^T B kernel is within float rounding of the float64 product: edges of its tile, slices of k, "
+          "wide leading dims, beta 0 and 1",
+          "[matmul][sgemm]") {
+  if (!heed::detail::sgemm_at_b_available()) {
+    WARN("heed's A^T B kernel does not run here (no AVX-512F, or fp32 products on OpenBLAS): nothing to check");
+    return;
+  }
+  std::mt19937 gen(13);
+  // Rows of C under, at and past its 8-row tile, columns past its 48; k of one row, one slice and
+  // several (a slice is 128 rows on a 48 KB L1).
+  for (const Case& s : {Case{37, 29, 53}, Case{5, 70, 1}, Case{130, 3, 200}, Case{8, 48, 128}, Case{17, 100, 300},
+                        Case{64, 96, 257}, Case{1, 1, 1}}) {
+    const Operand a = random_operand(true, s.m, s.k, 3, gen), b = random_operand(false, s.k, s.n, 5, gen);
+    const int64_t ldc = s.n + 2;
+    for (const float beta : {0.0f, 1.0f}) {
+      std::vector<float> c = fill_c(s.m, s.n, ldc, beta);
+      const std::vector<float> before = c;
+      heed::detail::sgemm_at_b(s.m, s.n, s.k, a.data.data(), a.ld, b.data.data(), b.ld, beta, c.data(), ldc);
+      check_product(a, b, beta, before, c, ldc);
+    }
+  }
+}
+
+TEST_CASE("heed's A^T B kernel gives the same bits however C is cut, and on any thread count", "[matmul][sgemm]") {
+  // Each element is one chain of fused multiply-adds over k in order (core/ops/sgemm_at_b.h), so
+  // pieces of any shape, the packed-once path of many pieces and the threads leave every bit.
+  if (!heed::detail::sgemm_at_b_available()) {
+    WARN("heed's A^T B kernel does not run here (no AVX-512F, or fp32 products on OpenBLAS): nothing to check");
+    return;
+  }
+  const int saved_threads = heed::num_threads();
+  std::mt19937 gen(14);
+  // Cut by rows with B packed once (Linear's c_attn dW at 512 rows), cut by columns with A packed
+  // once, and one piece a core or fewer.
+  for (const Case& s : {Case{1152, 384, 512}, Case{96, 1000, 2048}, Case{70, 50, 300}}) {
+    const Operand a = random_operand(true, s.m, s.k, 1, gen), b = random_operand(false, s.k, s.n, 2, gen);
+    const int64_t ldc = s.n + 1;
+    for (const float beta : {0.0f, 1.0f}) {
+      INFO(s.m << " x " << s.n << " x " << s.k << ", beta " << beta);
+      const std::vector<float> start = fill_c(s.m, s.n, ldc, beta);
+      std::vector<float> whole = start;
+      heed::detail::sgemm_at_b_piece(0, s.m, 0, s.n, s.k, a.data.data(), a.ld, b.data.data(), b.ld, beta,
+                                     whole.data(), ldc);
+      const std::vector<float> expected = product_columns(whole, s.m, s.n, ldc);
+      // Pieces cut off C's tiles: rows at 3 and 21, columns at 17 and 65.
+      std::vector<float> cut = start;
+      const int64_t rows[] = {0, std::min<int64_t>(3, s.m), std::min<int64_t>(21, s.m), s.m};
+      const int64_t cols[] = {0, std::min<int64_t>(17, s.n), std::min<int64_t>(65, s.n), s.n};
+      for (int r = 0; r < 3; ++r)
+        for (int q = 0; q < 3; ++q)
+          if (rows[r] < rows[r + 1] && cols[q] < cols[q + 1])
+            heed::detail::sgemm_at_b_piece(rows[r], rows[r + 1], cols[q], cols[q + 1], s.k, a.data.data(), a.ld,
+                                           b.data.data(), b.ld, beta, cut.data(), ldc);
+      CHECK(same_bits(product_columns(cut, s.m, s.n, ldc), expected));
+      for (const int threads : {1, 2, 3, 4, 7}) {
+        heed::set_num_threads(threads);
+        std::vector<float> c = start;
+        heed::detail::sgemm_at_b(s.m, s.n, s.k, a.data.data(), a.ld, b.data.data(), b.ld, beta, c.data(), ldc);
+        INFO(threads << " threads");
+        CHECK(same_bits(product_columns(c, s.m, s.n, ldc), expected));
+      }
+    }
+  }
+  heed::set_num_threads(saved_threads);
 }
 
 TEST_CASE("fp32 products refuse a leading dimension shorter than the matrix's row", "[matmul][sgemm]") {

@@ -1,0 +1,52 @@
+// heed (internal): heed's own fp32 kernel for C = A^T B, the weight gradient g^T x of Linear (and
+// of matmul's second operand), on CPUs with AVX-512F. Not an autograd op and not public: raw
+// row-major buffers,
+//
+//   C (m x n) = A^T B + beta C,   A (k x m, row stride lda),   B (k x n, row stride ldb),   beta 0 or 1,
+//
+// where k is the batch's rows (thousands) and m, n a layer's widths (hundreds).
+//
+// Why not oneDNN's sgemm, which runs every other fp32 product: for a transposed A with a side under
+// ~1 000 it takes its kernels that read both operands in place without packing, and those ran the
+// small config's weight gradients at 60-75 % of its forward products' rate on an Emerald Rapids
+// Xeon, worst where a row stride is a multiple of 256 floats (c_fc's g, 1 536 wide: L1 set
+// aliasing). This kernel packs both operands a slice of k at a time (so no stride reaches the
+// register tile) and was 1.05-1.3x oneDNN at three of small's four weight-gradient shapes, one
+// core each (docs/performance.md, "heed's own kernel for the weight gradient").
+//
+// Each element of C is one chain of fused multiply-adds over k in order, starting from beta C
+// (0 or C): its bits do not depend on how C is cut into pieces, on the tile or slice sizes, or on
+// the thread that runs a piece. So the product is cut finer than the cores and dealt out to
+// whichever thread comes free (a core the host slows takes fewer pieces) without changing a bit.
+#pragma once
+
+#include <cstdint>
+
+namespace heed::detail {
+
+/// Whether sgemm_at_b runs here: an x86 CPU with AVX-512F whose fp32 products run on oneDNN
+/// (sgemm_on_onednn(): HEED_FP32_PRODUCTS=openblas keeps every fp32 product on OpenBLAS).
+bool sgemm_at_b_available();
+
+/// Whether matmul runs a product C = A^T B (m x n x k, row strides lda and ldb) here rather than on
+/// oneDNN: sgemm_at_b_available(), a row stride of A or B that is a multiple of 256 floats (1 KB:
+/// c_fc's g and mlp c_proj's x in a GPT, 4 n_embd wide, whenever n_embd is a multiple of 64;
+/// oneDNN's in-place kernels read such rows into a fraction of L1's sets), and at least two pieces
+/// a core's worth of work (2 kPackedProductPieceMacs a core, core/tuning.h), where packing both
+/// operands costs little beside the product. Below that, and at the other strides, oneDNN was as
+/// fast or faster (docs/performance.md). A rule of the shape and the cores only: a product's bits
+/// do not depend on the thread count.
+bool sgemm_at_b_suits(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb);
+
+/// C = A^T B + beta C as above (m, n, k >= 1), split over heed's threads (parallel.h): pieces of C
+/// follow from the shape and the cores, though no bit depends on them. Throws heed::Error where
+/// sgemm_at_b_available() is false.
+void sgemm_at_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                float* c, int64_t ldc);
+
+/// One piece of it, rows [m0, m1) and columns [n0, n1) of C, on the calling thread, packing both
+/// operands itself: what sgemm_at_b's pieces compute, exposed so tests can cut C by hand.
+void sgemm_at_b_piece(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, const float* a, int64_t lda,
+                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace heed::detail
