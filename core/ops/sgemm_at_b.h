@@ -9,10 +9,12 @@
 // Why not oneDNN's sgemm, which runs every other fp32 product: for a transposed A with a side under
 // ~1 000 it takes its kernels that read both operands in place without packing, and those ran the
 // small config's weight gradients at 60-75 % of its forward products' rate on an Emerald Rapids
-// Xeon, worst where a row stride is a multiple of 256 floats (c_fc's g, 1 536 wide: L1 set
-// aliasing). This kernel packs both operands a slice of k at a time (so no stride reaches the
-// register tile) and was 1.05-1.3x oneDNN at three of small's four weight-gradient shapes, one
-// core each (docs/performance.md, "heed's own kernel for the weight gradient").
+// Xeon, worst where a row stride is a multiple of 256 floats (c_fc's g and mlp c_proj's x, 1 536
+// wide: L1 set aliasing). This kernel packs both operands a slice of k at a time, so no stride
+// reaches the register tile: on one core it ran those two 1.26-1.30x as fast as oneDNN, the other
+// two of small's weight gradients 0.97-1.09x, and it made tiny's and baby's steps slower
+// (docs/performance.md, "heed's own kernel for the weight gradient"); sgemm_at_b_suits says where
+// matmul uses it.
 //
 // Each element of C is one chain of fused multiply-adds over k in order, starting from beta C
 // (0 or C): its bits do not depend on how C is cut into pieces, on the tile or slice sizes, or on
