@@ -1,6 +1,5 @@
 // fp32 products on oneDNN's dnnl_sgemm (see core/ops/sgemm.h for why).
 #include "core/ops/sgemm.h"
-#include "core/ops/sgemm_at_b.h"
 
 #include <dlfcn.h>
 #include <dnnl.h>
@@ -14,6 +13,7 @@
 
 #include "core/check.h"
 #include "core/cpu.h"
+#include "core/ops/sgemm_at_b.h"
 
 // OpenBLAS's own extension (not cblas), declared here so that <cblas.h> stays in the two files
 // that need it (docs/platform.md).

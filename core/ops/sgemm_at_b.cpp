@@ -2,7 +2,7 @@
 //
 // The register tile is kTileRows x kTileCols of C: for each row p of a slice of k, three vectors
 // of B's row p and eight broadcasts of A's row p feed 24 accumulators. Both operands are packed a
-// slice of kSlice rows of k at a time into strips as wide as the tile's side (A into strips of
+// slice of slice_rows() rows of k at a time into strips as wide as the tile's side (A into strips of
 // 8 columns, B into strips of 48), so the tile reads two contiguous streams whatever the row
 // strides. A piece of C is rows [m0, m1) x columns [n0, n1); with more pieces than cores the
 // operand every piece reads whole (B when C is cut by rows, A when by columns) is packed once for
@@ -39,6 +39,11 @@ constexpr int64_t kTileCols = 16 * kTileVectors;     // columns of C per tile
 // A row stride of a multiple of this many floats (1 KB) puts the rows an operand's kernel reads
 // together into a fraction of L1's sets (sgemm_at_b_suits).
 constexpr int64_t kAliasingStrideFloats = 256;
+
+// The most the copy packed once for all pieces may take (it is as large as the operand it copies):
+// past it, a batch of tens of thousands of rows, the pieces stay one a core and each packs only
+// its slices, in scratch of one slice.
+constexpr int64_t kSharedCopyMaxBytes = int64_t{64} << 20;
 
 // Rows of k per packed slice: a strip of B (kTileCols floats a row) fills tuning().l1_block_bytes,
 // half of L1, and stays there while the tile runs down the strips of A.
@@ -204,22 +209,21 @@ void sgemm_at_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
                           kPackedPiecesPerCore);
   const int64_t units = (side + unit - 1) / unit;
   const int64_t least_pieces = static_cast<int64_t>(macs / static_cast<double>(kProductPieceMacs));
-  const int64_t pieces = std::clamp<int64_t>(std::min(per_core * cores, least_pieces), 1, units);
-  auto bounds = [&](int64_t p) { return std::min(side, units * p / pieces * unit); };  // piece p starts here
   // Up to a piece a core, each piece packs the whole of the uncut operand itself (one job); beyond
   // that it is packed once first (a second job) and read by every piece.
+  const int64_t shared_floats = padded(k, slice_rows()) * (by_rows ? padded(n, kTileCols) : padded(m, kTileRows));
+  int64_t pieces = std::clamp<int64_t>(std::min(per_core * cores, least_pieces), 1, units);
+  if (shared_floats * int64_t{sizeof(float)} > kSharedCopyMaxBytes) pieces = std::min(pieces, cores);
+  auto bounds = [&](int64_t p) { return std::min(side, units * p / pieces * unit); };  // piece p starts here
   const float* shared_a = nullptr;
   const float* shared_b = nullptr;
   if (pieces > cores) {
     thread_local PackBuffer<float> shared;
-    const int64_t kc_max = slice_rows();
-    const int64_t slices_rows = (k + kc_max - 1) / kc_max * kc_max;
+    float* dst = shared.get(shared_floats);
     if (by_rows) {
-      float* dst = shared.get(slices_rows * padded(n, kTileCols));
       pack_shared<kTileCols>(b, ldb, k, n, dst);
       shared_b = dst;
     } else {
-      float* dst = shared.get(slices_rows * padded(m, kTileRows));
       pack_shared<kTileRows>(a, lda, k, m, dst);
       shared_a = dst;
     }
