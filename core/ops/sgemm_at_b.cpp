@@ -117,6 +117,12 @@ struct Problem {
 
 constexpr int64_t padded(int64_t width, int64_t strip) { return (width + strip - 1) / strip * strip; }
 
+// Floats of pack_shared's copy of the operand every piece reads whole: B when C is cut by rows, A
+// when by columns.
+int64_t shared_copy_floats(int64_t m, int64_t n, int64_t k, bool by_rows) {
+  return padded(k, slice_rows()) * (by_rows ? padded(n, kTileCols) : padded(m, kTileRows));
+}
+
 // Rows [m0, m1) x columns [n0, n1) of C. shared_a / shared_b: the whole operand packed by
 // pack_shared (then m0, or n0, is a multiple of its strip width), or null: the piece packs its part.
 void run_piece(const Problem& q, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* shared_a,
@@ -184,6 +190,27 @@ bool sgemm_at_b_suits(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb)
          macs >= 2.0 * static_cast<double>(kPackedProductPieceMacs) * static_cast<double>(cpu_info().cores);
 }
 
+AtBCut sgemm_at_b_cut(int64_t m, int64_t n, int64_t k, int64_t cores) {
+  // The longer side of C, in whole tiles. Pieces as for oneDNN's packed products (core/tuning.h):
+  // q a core, q = the multiply-adds / (kPackedProductPieceMacs x cores), 1 to kPackedPiecesPerCore,
+  // none smaller than kProductPieceMacs, at most one a tile.
+  AtBCut cut;
+  cut.by_rows = m >= n;
+  const int64_t unit = cut.by_rows ? kTileRows : kTileCols, side = cut.by_rows ? m : n;
+  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int64_t per_core =
+      std::clamp<int64_t>(static_cast<int64_t>(macs / static_cast<double>(cores) / kPackedProductPieceMacs), 1,
+                          kPackedPiecesPerCore);
+  const int64_t least_pieces = static_cast<int64_t>(macs / static_cast<double>(kProductPieceMacs));
+  cut.pieces = std::clamp<int64_t>(std::min(per_core * cores, least_pieces), 1, (side + unit - 1) / unit);
+  // Up to a piece a core, each piece packs the whole of the uncut operand itself (one job); beyond
+  // that it is packed once first (a second job) and read by every piece, if that copy is not too large.
+  if (shared_copy_floats(m, n, k, cut.by_rows) * int64_t{sizeof(float)} > kSharedCopyMaxBytes)
+    cut.pieces = std::min(cut.pieces, cores);
+  cut.shared = cut.pieces > cores;
+  return cut;
+}
+
 void sgemm_at_b_piece(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, const float* a, int64_t lda,
                       const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   HEED_CHECK(sgemm_at_b_available(), "sgemm_at_b: needs an x86 CPU with AVX-512F and fp32 products on oneDNN");
@@ -197,29 +224,17 @@ void sgemm_at_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
   HEED_CHECK(sgemm_at_b_available(), "sgemm_at_b: needs an x86 CPU with AVX-512F and fp32 products on oneDNN");
   HEED_CHECK(m >= 1 && n >= 1 && k >= 1, "sgemm_at_b: an empty ", m, " x ", k, " x ", n, " product");
   const Problem q{m, n, k, a, lda, b, ldb, beta != 0.0f, c, ldc};
-  // Cut the longer side of C, in whole tiles. Pieces as for oneDNN's packed products
-  // (core/tuning.h): q a core, q = the multiply-adds / (kPackedProductPieceMacs x cores), 1 to
-  // kPackedPiecesPerCore, and none smaller than kProductPieceMacs.
-  const bool by_rows = m >= n;
+  const AtBCut cut = sgemm_at_b_cut(m, n, k, cpu_info().cores);
+  const bool by_rows = cut.by_rows;
+  const int64_t pieces = cut.pieces;
   const int64_t unit = by_rows ? kTileRows : kTileCols, side = by_rows ? m : n;
-  const int64_t cores = cpu_info().cores;
-  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int64_t per_core =
-      std::clamp<int64_t>(static_cast<int64_t>(macs / static_cast<double>(cores) / kPackedProductPieceMacs), 1,
-                          kPackedPiecesPerCore);
   const int64_t units = (side + unit - 1) / unit;
-  const int64_t least_pieces = static_cast<int64_t>(macs / static_cast<double>(kProductPieceMacs));
-  // Up to a piece a core, each piece packs the whole of the uncut operand itself (one job); beyond
-  // that it is packed once first (a second job) and read by every piece.
-  const int64_t shared_floats = padded(k, slice_rows()) * (by_rows ? padded(n, kTileCols) : padded(m, kTileRows));
-  int64_t pieces = std::clamp<int64_t>(std::min(per_core * cores, least_pieces), 1, units);
-  if (shared_floats * int64_t{sizeof(float)} > kSharedCopyMaxBytes) pieces = std::min(pieces, cores);
   auto bounds = [&](int64_t p) { return std::min(side, units * p / pieces * unit); };  // piece p starts here
   const float* shared_a = nullptr;
   const float* shared_b = nullptr;
-  if (pieces > cores) {
+  if (cut.shared) {
     thread_local PackBuffer<float> shared;
-    float* dst = shared.get(shared_floats);
+    float* dst = shared.get(shared_copy_floats(m, n, k, by_rows));
     if (by_rows) {
       pack_shared<kTileCols>(b, ldb, k, n, dst);
       shared_b = dst;
@@ -245,6 +260,8 @@ void sgemm_at_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
 bool sgemm_at_b_available() { return false; }
 
 bool sgemm_at_b_suits(int64_t, int64_t, int64_t, int64_t, int64_t) { return false; }
+
+AtBCut sgemm_at_b_cut(int64_t, int64_t, int64_t, int64_t) { return {}; }
 
 void sgemm_at_b_piece(int64_t, int64_t, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float,
                       float*, int64_t) {

@@ -46,6 +46,16 @@ bool sgemm_at_b_suits(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb)
 void sgemm_at_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                 float* c, int64_t ldc);
 
+/// How sgemm_at_b cuts C (m x n x k) on `cores` cores: into `pieces` along its rows (by_rows) or
+/// columns, and whether the operand every piece reads whole is packed once for all of them first
+/// (shared: more pieces than cores, and that copy at most 64 MB; a larger one keeps a piece a core).
+struct AtBCut {
+  bool by_rows = true;
+  int64_t pieces = 1;
+  bool shared = false;
+};
+AtBCut sgemm_at_b_cut(int64_t m, int64_t n, int64_t k, int64_t cores);
+
 /// One piece of it, rows [m0, m1) and columns [n0, n1) of C, on the calling thread, packing both
 /// operands itself: what sgemm_at_b's pieces compute, exposed so tests can cut C by hand.
 void sgemm_at_b_piece(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, const float* a, int64_t lda,

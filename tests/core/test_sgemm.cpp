@@ -216,6 +216,33 @@ TEST_CASE("heed's A^T B kernel gives the same bits however C is cut, and on any 
   heed::set_num_threads(saved_threads);
 }
 
+TEST_CASE("heed's A^T B kernel cuts C by its longer side, finer than the cores where the shared copy fits 64 MB",
+          "[matmul][sgemm]") {
+  using heed::detail::sgemm_at_b_cut;
+  if (!heed::detail::sgemm_at_b_available()) {
+    WARN("heed's A^T B kernel does not run here (no AVX-512F, or fp32 products on OpenBLAS): nothing to check");
+    return;
+  }
+  // small's c_fc dW on 2 cores: 8 pieces a core along C's 1 536 rows, x (4 096 x 384, 6 MB) packed once.
+  const auto fc = sgemm_at_b_cut(1536, 384, 4096, 2);
+  CHECK(fc.by_rows);
+  CHECK(fc.pieces == 16);
+  CHECK(fc.shared);
+  // mlp c_proj's: cut along C's 1 536 columns, g packed once.
+  const auto proj = sgemm_at_b_cut(384, 1536, 4096, 2);
+  CHECK_FALSE(proj.by_rows);
+  CHECK(proj.pieces == 16);
+  CHECK(proj.shared);
+  // The same product over 2^20 rows: x's copy would take 1.5 GB, so one piece a core, none shared.
+  const auto big = sgemm_at_b_cut(1536, 384, int64_t{1} << 20, 2);
+  CHECK(big.pieces == 2);
+  CHECK_FALSE(big.shared);
+  // Small products: one piece, or one a core; never more pieces than tiles along the cut side.
+  CHECK(sgemm_at_b_cut(64, 64, 64, 2).pieces == 1);
+  CHECK_FALSE(sgemm_at_b_cut(512, 128, 768, 2).shared);
+  CHECK(sgemm_at_b_cut(16, 8, 1 << 22, 4).pieces == 2);
+}
+
 TEST_CASE("fp32 products refuse a leading dimension shorter than the matrix's row", "[matmul][sgemm]") {
   std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 0.0f);
   REQUIRE_THROWS(heed::detail::sgemm(false, false, 4, 4, 4, a.data(), 3, b.data(), 4, 0.0f, c.data(), 4));
