@@ -60,6 +60,12 @@ constexpr int64_t kProductPieceMacs = int64_t{1} << 19;
 /// taken from the same size on, though no bit of it depends on its pieces.
 constexpr int64_t kPackedProductPieceMacs = int64_t{1} << 24;
 constexpr int64_t kPackedPiecesPerCore = 8;
+/// That q for a product of `macs` multiply-adds on `cores` cores (0 or more, at most
+/// kPackedPiecesPerCore): the one rule both finely cut products apply.
+inline int64_t packed_pieces_per_core(double macs, int64_t cores) {
+  const double q = macs / static_cast<double>(cores) / static_cast<double>(kPackedProductPieceMacs);
+  return q >= static_cast<double>(kPackedPiecesPerCore) ? kPackedPiecesPerCore : static_cast<int64_t>(q);
+}
 /// The pieces of a one-row product (gemv), which reads each element of op(B) once from memory:
 /// 2^16 multiply-adds, 256 KB of a float32 op(B), about 8 us at 30 GB/s.
 constexpr int64_t kRowProductPieceMacs = int64_t{1} << 16;

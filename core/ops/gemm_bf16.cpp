@@ -32,6 +32,7 @@
 #include "core/check.h"
 #include "core/cpu.h"
 #include "core/ops/bf16.h"
+#include "core/ops/lane_mask.h"
 #include "core/ops/pack_buffer.h"
 #include "core/ops/transpose16.h"
 #include "core/parallel.h"
@@ -173,9 +174,7 @@ HEED_TARGET_AVX512BW inline __m512i consecutive_pair_words(__m512 x0, __m512 x1)
   return _mm512_permutex2var_epi16(rounded_high(x0), _mm512_load_si512(kHighHalves), rounded_high(x1));
 }
 
-HEED_TARGET_AVX512BW inline __mmask16 first_lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
+using detail::first_lanes;  // core/ops/lane_mask.h
 
 // Chunk q of a row contiguous along k (x at its k0, kb elements in all) as 16 pair words.
 HEED_TARGET_AVX512BW inline __m512i row_chunk(const float* x, int64_t q, int64_t kb) {

@@ -247,11 +247,8 @@ bool packed_b_product(bool tb, int64_t m, int64_t n, int64_t k, const float* a, 
                       int64_t ldb, float beta, float* c, int64_t ldc) {
   if (!detail::sgemm_packed_b_available()) return false;
   const int64_t cores = cpu_info().cores;
-  const double macs_per_core = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
-                               static_cast<double>(cores);
-  const int64_t per_core_pieces =
-      std::min(static_cast<int64_t>(std::min(macs_per_core / kPackedProductPieceMacs, double(kPackedPiecesPerCore))),
-               m / (kProductMinPiece * cores));
+  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int64_t per_core_pieces = std::min(packed_pieces_per_core(macs, cores), m / (kProductMinPiece * cores));
   if (per_core_pieces < 2) return false;
   const int64_t floats = detail::sgemm_packed_b_floats(tb, m, n, k, lda, ldb);
   if (floats == 0) return false;

@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "core/cpu.h"
+#include "core/ops/lane_mask.h"
 #include "core/ops/pack_buffer.h"
 #include "core/ops/sgemm.h"
 #include "core/parallel.h"
@@ -50,11 +51,6 @@ constexpr int64_t kSharedCopyMaxBytes = int64_t{64} << 20;
 int64_t slice_rows() {
   static const int64_t rows = std::max<int64_t>(16, tuning().l1_block_bytes / (kTileCols * int64_t{sizeof(float)}));
   return rows;
-}
-
-// The first `lanes` (0-16) of a 16-float vector.
-HEED_TARGET_AVX512 inline __mmask16 first_lanes(int64_t lanes) {
-  return static_cast<__mmask16>(lanes >= 16 ? 0xFFFF : (1u << std::max<int64_t>(lanes, 0)) - 1);
 }
 
 // Packs rows [k0, k0 + kc) of columns [c0, c0 + width) of X (row-major, row stride ldx) into
@@ -153,8 +149,9 @@ void run_piece(const Problem& q, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
           continue;
         }
         // The padded rows and columns compute zeros into `edge` that are never copied back.
-        for (int64_t r = 0; r < rows; ++r)
-          if (accumulate) std::memcpy(edge + r * kTileCols, ci + r * q.ldc, static_cast<size_t>(cols) * sizeof(float));
+        if (accumulate)
+          for (int64_t r = 0; r < rows; ++r)
+            std::memcpy(edge + r * kTileCols, ci + r * q.ldc, static_cast<size_t>(cols) * sizeof(float));
         tile(kc, strip_a, strip_b, edge, kTileCols, accumulate);
         for (int64_t r = 0; r < rows; ++r)
           std::memcpy(ci + r * q.ldc, edge + r * kTileCols, static_cast<size_t>(cols) * sizeof(float));
@@ -186,8 +183,7 @@ bool sgemm_at_b_available() {
 bool sgemm_at_b_suits(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb) {
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool aliasing_stride = lda % kAliasingStrideFloats == 0 || ldb % kAliasingStrideFloats == 0;
-  return sgemm_at_b_available() && aliasing_stride &&
-         macs >= 2.0 * static_cast<double>(kPackedProductPieceMacs) * static_cast<double>(cpu_info().cores);
+  return sgemm_at_b_available() && aliasing_stride && packed_pieces_per_core(macs, cpu_info().cores) >= 2;
 }
 
 AtBCut sgemm_at_b_cut(int64_t m, int64_t n, int64_t k, int64_t cores) {
@@ -196,13 +192,12 @@ AtBCut sgemm_at_b_cut(int64_t m, int64_t n, int64_t k, int64_t cores) {
   // none smaller than kProductPieceMacs, at most one a tile.
   AtBCut cut;
   cut.by_rows = m >= n;
-  const int64_t unit = cut.by_rows ? kTileRows : kTileCols, side = cut.by_rows ? m : n;
+  cut.side = cut.by_rows ? m : n;
+  cut.tile = cut.by_rows ? kTileRows : kTileCols;
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int64_t per_core =
-      std::clamp<int64_t>(static_cast<int64_t>(macs / static_cast<double>(cores) / kPackedProductPieceMacs), 1,
-                          kPackedPiecesPerCore);
+  const int64_t per_core = std::max<int64_t>(1, packed_pieces_per_core(macs, cores));
   const int64_t least_pieces = static_cast<int64_t>(macs / static_cast<double>(kProductPieceMacs));
-  cut.pieces = std::clamp<int64_t>(std::min(per_core * cores, least_pieces), 1, (side + unit - 1) / unit);
+  cut.pieces = std::clamp<int64_t>(std::min(per_core * cores, least_pieces), 1, (cut.side + cut.tile - 1) / cut.tile);
   // Up to a piece a core, each piece packs the whole of the uncut operand itself (one job); beyond
   // that it is packed once first (a second job) and read by every piece, if that copy is not too large.
   if (shared_copy_floats(m, n, k, cut.by_rows) * int64_t{sizeof(float)} > kSharedCopyMaxBytes)
@@ -226,10 +221,6 @@ void sgemm_at_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
   const Problem q{m, n, k, a, lda, b, ldb, beta != 0.0f, c, ldc};
   const AtBCut cut = sgemm_at_b_cut(m, n, k, cpu_info().cores);
   const bool by_rows = cut.by_rows;
-  const int64_t pieces = cut.pieces;
-  const int64_t unit = by_rows ? kTileRows : kTileCols, side = by_rows ? m : n;
-  const int64_t units = (side + unit - 1) / unit;
-  auto bounds = [&](int64_t p) { return std::min(side, units * p / pieces * unit); };  // piece p starts here
   const float* shared_a = nullptr;
   const float* shared_b = nullptr;
   if (cut.shared) {
@@ -244,15 +235,15 @@ void sgemm_at_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
     }
   }
   auto piece = [&](int64_t p) {
-    const int64_t s0 = bounds(p), s1 = bounds(p + 1);  // never empty: pieces <= units
+    const int64_t s0 = cut.start(p), s1 = cut.start(p + 1);
     if (by_rows) {
       run_piece(q, s0, s1, 0, n, shared_a, shared_b);
     } else {
       run_piece(q, 0, m, s0, s1, shared_a, shared_b);
     }
   };
-  if (pieces == 1) return piece(0);
-  parallel_for_each(pieces, piece);
+  if (cut.pieces == 1) return piece(0);
+  parallel_for_each(cut.pieces, piece);
 }
 
 #else  // not x86: never available

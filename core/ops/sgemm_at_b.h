@@ -7,10 +7,11 @@
 // where k is the batch's rows (thousands) and m, n a layer's widths (hundreds).
 //
 // Why not oneDNN's sgemm, which runs every other fp32 product: for a transposed A with a side under
-// ~1 000 it takes its kernels that read both operands in place without packing, and those ran the
-// small config's weight gradients at 60-75 % of its forward products' rate on an Emerald Rapids
-// Xeon, worst where a row stride is a multiple of 256 floats (c_fc's g and mlp c_proj's x, 1 536
-// wide: L1 set aliasing). This kernel packs both operands a slice of k at a time, so no stride
+// ~1 000 it takes its kernels that read both operands in place without packing. On an Emerald
+// Rapids Xeon those ran the small config's c_fc and mlp c_proj weight gradients, whose g or x has
+// a row stride of a multiple of 256 floats (1 536: L1 set aliasing), at 66 and 73 % of their
+// forward products' rate, c_attn's at 79 % and attn c_proj's at its forward's (docs/performance.md,
+// "small fp32 and the weight gradient"). This kernel packs both operands a slice of k at a time, so no stride
 // reaches the register tile: on one core it ran those two 1.26-1.30x as fast as oneDNN, the other
 // two of small's weight gradients 0.97-1.09x, and it made tiny's and baby's steps slower
 // (docs/performance.md, "heed's own kernel for the weight gradient"); sgemm_at_b_suits says where
@@ -22,6 +23,7 @@
 // whichever thread comes free (a core the host slows takes fewer pieces) without changing a bit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace heed::detail {
@@ -47,12 +49,20 @@ void sgemm_at_b(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, co
                 float* c, int64_t ldc);
 
 /// How sgemm_at_b cuts C (m x n x k) on `cores` cores: into `pieces` along its rows (by_rows) or
-/// columns, and whether the operand every piece reads whole is packed once for all of them first
-/// (shared: more pieces than cores, and that copy at most 64 MB; a larger one keeps a piece a core).
+/// columns, each starting on a whole tile, and whether the operand every piece reads whole is
+/// packed once for all of them first (shared: more pieces than cores, and that copy at most 64 MB;
+/// a larger one keeps a piece a core).
 struct AtBCut {
   bool by_rows = true;
   int64_t pieces = 1;
   bool shared = false;
+  int64_t side = 1;  ///< the cut side's length: m by rows, n by columns
+  int64_t tile = 1;  ///< the tile's length along it
+  /// Where piece p (0 to pieces) starts along the cut side; piece p is [start(p), start(p + 1)), never empty.
+  int64_t start(int64_t p) const {
+    const int64_t tiles = (side + tile - 1) / tile;
+    return std::min(side, tiles * p / pieces * tile);
+  }
 };
 AtBCut sgemm_at_b_cut(int64_t m, int64_t n, int64_t k, int64_t cores);
 

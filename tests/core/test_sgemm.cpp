@@ -241,6 +241,17 @@ TEST_CASE("heed's A^T B kernel cuts C by its longer side, finer than the cores w
   CHECK(sgemm_at_b_cut(64, 64, 64, 2).pieces == 1);
   CHECK_FALSE(sgemm_at_b_cut(512, 128, 768, 2).shared);
   CHECK(sgemm_at_b_cut(16, 8, 1 << 22, 4).pieces == 2);
+  // Pieces start on whole tiles (8 rows, 48 columns), in order, none empty, and end at C's edge.
+  for (const auto& cut : {fc, proj, big, sgemm_at_b_cut(70, 50, 300, 2), sgemm_at_b_cut(100, 1000, 2048, 3)}) {
+    INFO(cut.pieces << " pieces along " << cut.side << (cut.by_rows ? " rows" : " columns"));
+    CHECK(cut.tile == (cut.by_rows ? 8 : 48));
+    CHECK(cut.start(0) == 0);
+    CHECK(cut.start(cut.pieces) == cut.side);
+    for (int64_t p = 0; p < cut.pieces; ++p) {
+      CHECK(cut.start(p) % cut.tile == 0);
+      CHECK(cut.start(p) < cut.start(p + 1));
+    }
+  }
 }
 
 TEST_CASE("fp32 products refuse a leading dimension shorter than the matrix's row", "[matmul][sgemm]") {
