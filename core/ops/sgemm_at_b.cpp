@@ -121,6 +121,8 @@ int64_t shared_copy_floats(int64_t m, int64_t n, int64_t k, bool by_rows) {
 
 // Rows [m0, m1) x columns [n0, n1) of C. shared_a / shared_b: the whole operand packed by
 // pack_shared (then m0, or n0, is a multiple of its strip width), or null: the piece packs its part.
+// q.m and q.n are read only to find a slice in a shared copy (whose rows are the whole operand's
+// padded width); a piece with no shared copy may carry any value there.
 void run_piece(const Problem& q, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float* shared_a,
                const float* shared_b) {
   const int64_t kc_max = slice_rows();
@@ -211,6 +213,7 @@ void sgemm_at_b_piece(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k,
   HEED_CHECK(sgemm_at_b_available(), "sgemm_at_b: needs an x86 CPU with AVX-512F and fp32 products on oneDNN");
   HEED_CHECK(0 <= m0 && m0 < m1 && 0 <= n0 && n0 < n1 && k >= 1, "sgemm_at_b: an empty piece [", m0, ", ", m1,
              ") x [", n0, ", ", n1, ") x ", k);
+  // No shared copies: Problem's m and n go unread (run_piece).
   run_piece(Problem{m1, n1, k, a, lda, b, ldb, beta != 0.0f, c, ldc}, m0, m1, n0, n1, nullptr, nullptr);
 }
 
