@@ -20,7 +20,9 @@ with N the parameters less the position embedding (the tied lm_head counted once
 Usage: bench/compare.sh [--pairs 3] [--configs tiny baby small] [--heed build/heed]
                         [--precisions fp32 bf16] [--torch-precisions fp32 bf16]
                         [--threads 2] [--torch-splits 2,2 1,2] [--iters-scale 1.0]
-Each PyTorch mode runs under every thread split; the ratios use PyTorch's fastest per mode.
+Each PyTorch mode runs under every thread split in every pair; the ratios use, for each mode, the
+split with the higher median over the pairs (the faster of the two runs pair by pair, which favours
+PyTorch by the host's noise, is printed beside it).
 Both programs run in this environment (say which OPENBLAS_CORETYPE, if any, when quoting), except
 that where OpenBLAS's own choice of kernels misses this CPU's vector instructions the reference (and
 the SGEMM probe) get OPENBLAS_CORETYPE set to ones that use them (bench/openblas_fit.py; the first
@@ -127,7 +129,8 @@ def main():
                     help="heed's --threads, and the thread count MFU's peak is multiplied by")
     ap.add_argument("--torch-splits", nargs="+", default=None,
                     help="PyTorch's --threads,--blas_threads settings (default with --threads 2: 2,2 and "
-                         "1,2; else N,N); each pair runs every one and compares heed with PyTorch's fastest")
+                         "1,2; else N,N); each pair runs every one, and heed is compared with the one of higher median "
+                         "tokens/s over the pairs")
     ap.add_argument("--iters-scale", type=float, default=1.0)
     a = ap.parse_args()
     env = dict(os.environ)  # heed's: as a user runs it
@@ -154,10 +157,8 @@ def main():
         torch_cmds = {(p, f"{tt},{tb}"): ["/usr/bin/python3", REFERENCE, *flags, "--threads", tt,
                                           "--blas-threads", tb, "--bench", str(iters), "--precision", p]
                       for p in a.torch_precisions for tt, tb in splits}
-        tps = {f"heed {p}": [] for p in a.precisions}
-        tps.update({f"torch {p}": [] for p in a.torch_precisions})
-        ratios = {}
-        best_split, fl = {}, None
+        # Every run of every pair, kept: {key: [result per pair]}, key "heed fp32" or ("torch fp32", "2,2").
+        results = {}
         for pair in range(a.pairs):
             probes = []  # heed's fp32 FMA probe at the start of each of its runs: the host's state then
             got = {}
@@ -170,28 +171,42 @@ def main():
                 probes.append(probe["fp32_fma"])
                 # The CPU's peaks: the highest of the run's probes (a busy host lowers some of them).
                 peaks = {k: max(probe.get(k, 0), (peaks or {}).get(k, 0)) for k in ("fp32_fma", "bf16_dot", "bf16_amx")}
-            for p in a.torch_precisions:
-                runs = {split: run(cmd, torch_env) for (q, split), cmd in torch_cmds.items() if q == p}
-                best = max(runs, key=lambda k: runs[k]["tokens_per_s"])
-                best_split[p] = best
-                got[f"torch {p}"] = runs[best]
-                fl = runs[best]["flops_per_iter"]  # the reference's own count (formula in this file's doc)
-            for k, v in got.items():
-                tps[k].append(v["tokens_per_s"])
+            for (p, split), cmd in torch_cmds.items():
+                got[(f"torch {p}", split)] = run(cmd, torch_env)
             params = {v["params"] for v in got.values()}
             if len(params) != 1:
                 sys.exit(f"{name}: parameter counts differ: {params}")
-            line = []
-            for num in (k for k in got if k.startswith("heed")):
-                for den in got:
-                    if den == num or (den.startswith("heed") and not (num == "heed bf16" and den == "heed fp32")):
-                        continue
-                    r = got[num]["tokens_per_s"] / got[den]["tokens_per_s"]
-                    ratios.setdefault(f"{num} / {den}", []).append(r)
-                    line.append(f"{num}/{den} {r:.2f}")
-            times = ", ".join(f"{k} {v.get('ms_per_iter', v.get('ms_per_iter_median')):.2f} ms" for k, v in got.items())
-            print(f"  {name} pair {pair + 1}: {times}; {'; '.join(line)}; heed's fp32 FMA probe "
+            for k, v in got.items():
+                results.setdefault(k, []).append(v)
+            times = ", ".join(f"{k if isinstance(k, str) else f'{k[0]} ({k[1]})'} "
+                              f"{v.get('ms_per_iter', v.get('ms_per_iter_median')):.2f} ms" for k, v in got.items())
+            print(f"  {name} pair {pair + 1}: {times}; heed's fp32 FMA probe "
                   f"{', '.join(f'{x:.0f}' for x in probes)} GFLOP/s a core", flush=True)
+        # PyTorch's faster split for each mode: the one with the higher median tokens/s over the
+        # pairs, then every pair compared against that split's run. (Taking the faster of the two
+        # runs pair by pair instead gives PyTorch the better of two samples of the host's noise
+        # wherever the splits are about as fast: "per-pair fastest" below, printed for comparison.)
+        tps = {f"heed {p}": [r["tokens_per_s"] for r in results[f"heed {p}"]] for p in a.precisions}
+        best_split, fl = {}, None
+        fastest_per_pair = {}
+        for p in a.torch_precisions:
+            by_split = {split: [r["tokens_per_s"] for r in results[(f"torch {p}", split)]] for (q, split) in torch_cmds if q == p}
+            best_split[p] = max(by_split, key=lambda k: statistics.median(by_split[k]))
+            tps[f"torch {p}"] = by_split[best_split[p]]
+            fastest_per_pair[f"torch {p}"] = [max(x) for x in zip(*by_split.values())]
+            fl = results[(f"torch {p}", best_split[p])][0]["flops_per_iter"]  # the reference's own count
+        ratios, per_pair_fastest = {}, {}
+        for num in (k for k in tps if k.startswith("heed")):
+            for den in tps:
+                if den == num or (den.startswith("heed") and not (num == "heed bf16" and den == "heed fp32")):
+                    continue
+                ratios[f"{num} / {den}"] = [x / y for x, y in zip(tps[num], tps[den])]
+                if den in fastest_per_pair:
+                    per_pair_fastest[f"{num} / {den}"] = [x / y for x, y in zip(tps[num], fastest_per_pair[den])]
+        for k, v in ratios.items():
+            print(f"  {name} {k}: " + ", ".join(f"{x:.2f}" for x in v) +
+                  (f" (per-pair fastest split: " + ", ".join(f"{x:.2f}" for x in per_pair_fastest[k]) + ")"
+                   if k in per_pair_fastest else ""), flush=True)
         rss = {f"heed {p}": child_rss(cmd, env) for p, cmd in heed_cmds.items()}
         rss.update({f"torch {p}": child_rss(torch_cmds[(p, best_split[p])], torch_env) for p in a.torch_precisions})
 
@@ -199,6 +214,7 @@ def main():
                         "tokens_per_s": {k: statistics.median(v) for k, v in tps.items()},
                         "ratios": {k: {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
                                        "max": round(max(v), 3)} for k, v in ratios.items()},
+                        "ratios_per_pair_fastest_split": {k: round(statistics.median(v), 3) for k, v in per_pair_fastest.items()},
                         "peak_rss_mib": rss, "torch_best_split": best_split})
     # MFU once every config has run: against the highest probe of the whole run.
     def mfu(row, tokens_per_s, peak):
