@@ -157,7 +157,7 @@ def main():
         torch_cmds = {(p, f"{tt},{tb}"): ["/usr/bin/python3", REFERENCE, *flags, "--threads", tt,
                                           "--blas-threads", tb, "--bench", str(iters), "--precision", p]
                       for p in a.torch_precisions for tt, tb in splits}
-        # Every run of every pair, kept: {key: [result per pair]}, key "heed fp32" or ("torch fp32", "2,2").
+        # Every run of every pair, kept: {key: [result per pair]}, key "heed fp32" or "torch fp32 (2,2)".
         results = {}
         for pair in range(a.pairs):
             probes = []  # heed's fp32 FMA probe at the start of each of its runs: the host's state then
@@ -172,14 +172,13 @@ def main():
                 # The CPU's peaks: the highest of the run's probes (a busy host lowers some of them).
                 peaks = {k: max(probe.get(k, 0), (peaks or {}).get(k, 0)) for k in ("fp32_fma", "bf16_dot", "bf16_amx")}
             for (p, split), cmd in torch_cmds.items():
-                got[(f"torch {p}", split)] = run(cmd, torch_env)
+                got[f"torch {p} ({split})"] = run(cmd, torch_env)
             params = {v["params"] for v in got.values()}
             if len(params) != 1:
                 sys.exit(f"{name}: parameter counts differ: {params}")
             for k, v in got.items():
                 results.setdefault(k, []).append(v)
-            times = ", ".join(f"{k if isinstance(k, str) else f'{k[0]} ({k[1]})'} "
-                              f"{v.get('ms_per_iter', v.get('ms_per_iter_median')):.2f} ms" for k, v in got.items())
+            times = ", ".join(f"{k} {v.get('ms_per_iter', v.get('ms_per_iter_median')):.2f} ms" for k, v in got.items())
             print(f"  {name} pair {pair + 1}: {times}; heed's fp32 FMA probe "
                   f"{', '.join(f'{x:.0f}' for x in probes)} GFLOP/s a core", flush=True)
         # PyTorch's faster split for each mode: the one with the higher median tokens/s over the
@@ -190,11 +189,12 @@ def main():
         best_split, fl = {}, None
         fastest_per_pair = {}
         for p in a.torch_precisions:
-            by_split = {split: [r["tokens_per_s"] for r in results[(f"torch {p}", split)]] for (q, split) in torch_cmds if q == p}
+            by_split = {split: [r["tokens_per_s"] for r in results[f"torch {p} ({split})"]] for (q, split) in torch_cmds if q == p}
             best_split[p] = max(by_split, key=lambda k: statistics.median(by_split[k]))
             tps[f"torch {p}"] = by_split[best_split[p]]
-            fastest_per_pair[f"torch {p}"] = [max(x) for x in zip(*by_split.values())]
-            fl = results[(f"torch {p}", best_split[p])][0]["flops_per_iter"]  # the reference's own count
+            if len(by_split) > 1:
+                fastest_per_pair[f"torch {p}"] = [max(x) for x in zip(*by_split.values())]
+            fl = results[f"torch {p} ({best_split[p]})"][0]["flops_per_iter"]  # the reference's own count
         ratios, per_pair_fastest = {}, {}
         for num in (k for k in tps if k.startswith("heed")):
             for den in tps:
