@@ -133,13 +133,16 @@ TEST_CASE("attention_softmax gradcheck, with causal and padding masks and Tq != 
 
 TEST_CASE("attention_softmax equals masked_fill(-inf) then softmax of the scaled scores", "[attention]") {
   // Small rows take the scalar paths; long ones the vector paths, including the masked partial
-  // batch at the end of causal rows. Causal is bottom-right aligned (key j <= i + Tk - Tq), and
-  // the padding leaves every row a key.
-  for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{4, 6}, {40, 45}, {33, 33}}) {
+  // batch at the end of causal rows; rows of up to 4 batches (64 floats with AVX-512) are kept in
+  // registers, unless the row's buffer (Tk) ends inside their last batch (45). Causal is
+  // bottom-right aligned (key j <= i + Tk - Tq), and the padding leaves every row a key. The
+  // gradient is checked against softmax's own backward, in both dtypes.
+  for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{4, 6}, {40, 45}, {33, 33}, {64, 64}, {70, 70}}) {
     for (DType dt : {DType::f64, DType::f32}) {
       INFO("Tq " << Tq << " Tk " << Tk << " " << dtype_name(dt));
       Generator gen(5);
       const Tensor s = Tensor::randn({2, 3, Tq, Tk}, gen, 2.0, 0.0, dt);
+      const Tensor upstream = Tensor::randn({2, 3, Tq, Tk}, gen, 1.0, 0.0, dt);
       const double scale = 0.35;
       const auto pad = padding_mask_from_lengths({Tk, Tk - 2}, Tk);
       for (bool causal : {false, true}) {
@@ -150,10 +153,15 @@ TEST_CASE("attention_softmax equals masked_fill(-inf) then softmax of the scaled
             for (int64_t i = 0; i < Tq; ++i)
               for (int64_t j = 0; j < Tk; ++j)
                 full[(b * Tq + i) * Tk + j] = (causal && j > i + Tk - Tq) || (padded && pad.pad[b * Tk + j]);
-          const Tensor expected = softmax(masked_fill(mul(s, scale), full, {2, 1, Tq, Tk},
+          const Tensor s_ref = s.detach().requires_grad_(), s_got = s.detach().requires_grad_();
+          const Tensor expected = softmax(masked_fill(mul(s_ref, scale), full, {2, 1, Tq, Tk},
                                                       -std::numeric_limits<double>::infinity()), -1);
-          const Tensor got = attention_softmax(s, scale, causal, padded ? &pad : nullptr);
-          require_values(got, expected.shape(), expected.to_vector<double>(), dt == DType::f64 ? 1e-12 : 1e-6);
+          const Tensor got = attention_softmax(s_got, scale, causal, padded ? &pad : nullptr);
+          const double tol = dt == DType::f64 ? 1e-12 : 1e-6;
+          require_values(got, expected.shape(), expected.to_vector<double>(), tol);
+          sum(expected * upstream).backward();
+          sum(got * upstream).backward();
+          require_values(s_got.grad(), s.shape(), s_ref.grad().to_vector<double>(), tol);
           // Masked weights are exactly zero.
           const auto g = got.to_vector<double>();
           for (int64_t b = 0; b < 2; ++b)
