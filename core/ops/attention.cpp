@@ -109,25 +109,31 @@ void softmax_short_row(T* yr, const T* s, T scale, int64_t n, int64_t Tk) {
     x[k] = detail::exp_lanes(xsimd::fms(x[k], sb, shb));
     acc += k < NB - 1 ? x[k] : xsimd::select(last, x[k], zero);
   }
-  const T inv = T(1) / static_cast<T>(static_cast<double>(xsimd::hadd(acc)));
+  const T inv = T(1) / xsimd::hadd(acc);
   for (int k = 0; k < NB - 1; ++k) (x[k] * B(inv)).store_unaligned(yr + k * W);
   xsimd::select(last, x[NB - 1] * B(inv), zero).store_unaligned(yr + (NB - 1) * W);
   std::fill(yr + NB * W, yr + Tk, T(0));
 }
 
-// softmax_short_row for a row of n keys if it qualifies; false (nothing written) if not.
+// How many batches a row of n keys takes in registers: 0 when it is empty, longer than
+// kShortRowBatches batches, or its buffer (Tk) ends inside its last batch.
 template <class T>
-bool softmax_short_row(T* yr, const T* s, T scale, int64_t n, int64_t Tk) {
+int64_t short_row_batches(int64_t n, int64_t Tk) {
   constexpr int64_t W = detail::Batch<T>::size;
   const int64_t nb = (n + W - 1) / W;
-  if (n == 0 || nb > kShortRowBatches || nb * W > Tk) return false;
+  return n > 0 && nb <= kShortRowBatches && nb * W <= Tk ? nb : 0;
+}
+
+// f.template operator()<NB>() for NB = nb, one of 1 .. kShortRowBatches.
+template <class F>
+void with_short_row_batches(int64_t nb, F&& f) {
+  static_assert(kShortRowBatches == 4, "one case per batch count");
   switch (nb) {
-    case 1: softmax_short_row<T, 1>(yr, s, scale, n, Tk); break;
-    case 2: softmax_short_row<T, 2>(yr, s, scale, n, Tk); break;
-    case 3: softmax_short_row<T, 3>(yr, s, scale, n, Tk); break;
-    default: softmax_short_row<T, 4>(yr, s, scale, n, Tk); break;
+    case 1: f.template operator()<1>(); break;
+    case 2: f.template operator()<2>(); break;
+    case 3: f.template operator()<3>(); break;
+    default: f.template operator()<4>(); break;
   }
-  return true;
 }
 
 template <class T>
@@ -137,7 +143,10 @@ void masked_softmax_forward(T* y, const T* scores, const uint8_t* pad, T scale, 
     const T* s = scores + r * Tk;
     T* yr = y + r * Tk;
     const int64_t n = visible_keys(r % Tq, Tq, Tk, causal);
-    if (!pad && !bias.data && softmax_short_row(yr, s, scale, n, Tk)) continue;
+    if (const int64_t nb = !pad && !bias.data ? short_row_batches<T>(n, Tk) : 0) {
+      with_short_row_batches(nb, [&]<int NB>() { softmax_short_row<T, NB>(yr, s, scale, n, Tk); });
+      continue;
+    }
     if (bias.data) {
       biased_softmax_row(yr, s, bias.row(r, Tq), pad, scale, n, Tk);
       continue;
@@ -167,11 +176,13 @@ void masked_softmax_forward(T* y, const T* scores, const uint8_t* pad, T scale, 
 }
 
 // The backward of a row short enough for registers (see softmax_short_row): ds = scale y (dy -
-// dy.y), in row_dot's order: a whole last batch fused into the sum (Whole), a part one rounded,
-// masked and added. Whole is a template argument, not a branch: with both forms in one function
-// GCC shares the product g y between them and splits the fused multiply-add, changing the bits.
-// d may be g.
-template <class T, int NB, bool Whole>
+// dy.y), in row_dot's order: a whole last batch fused into the sum, a part one rounded, masked and
+// added. The part batch multiplies a masked g, not g itself: with both forms in one function,
+// GCC 12 otherwise computes one product g y for both and splits the fused multiply-add into a
+// multiply and an add, which moves the bits (1 ulp in dq and dk for rows of a whole number of
+// batches). The mask after that product keeps GCC from fusing it into the add, as row_dot's
+// mask does. d may be g.
+template <class T, int NB>
 void softmax_backward_short_row(T* d, const T* g, const T* y, T scale, int64_t n, int64_t Tk) {
   using B = detail::Batch<T>;
   constexpr int64_t W = B::size;
@@ -181,36 +192,14 @@ void softmax_backward_short_row(T* d, const T* g, const T* y, T scale, int64_t n
   for (int k = 0; k < NB; ++k) gb[k] = B::load_unaligned(g + k * W), yb[k] = B::load_unaligned(y + k * W);
   B acc = zero;
   for (int k = 0; k < NB - 1; ++k) acc = xsimd::fma(gb[k], yb[k], acc);
-  if constexpr (Whole)
+  if (n == NB * W)
     acc = xsimd::fma(gb[NB - 1], yb[NB - 1], acc);
   else
-    acc += xsimd::select(last, gb[NB - 1] * yb[NB - 1], zero);
+    acc += xsimd::select(last, xsimd::select(last, gb[NB - 1], zero) * yb[NB - 1], zero);
   const B dot(xsimd::hadd(acc)), sb(scale);
   for (int k = 0; k < NB - 1; ++k) (sb * yb[k] * (gb[k] - dot)).store_unaligned(d + k * W);
   xsimd::select(last, sb * yb[NB - 1] * (gb[NB - 1] - dot), zero).store_unaligned(d + (NB - 1) * W);
   std::fill(d + NB * W, d + Tk, T(0));
-}
-
-template <class T, int NB>
-void softmax_backward_short_row(T* d, const T* g, const T* y, T scale, int64_t n, int64_t Tk) {
-  if (n == NB * detail::Batch<T>::size)
-    softmax_backward_short_row<T, NB, true>(d, g, y, scale, n, Tk);
-  else
-    softmax_backward_short_row<T, NB, false>(d, g, y, scale, n, Tk);
-}
-
-template <class T>
-bool softmax_backward_short_row(T* d, const T* g, const T* y, T scale, int64_t n, int64_t Tk) {
-  constexpr int64_t W = detail::Batch<T>::size;
-  const int64_t nb = (n + W - 1) / W;
-  if (n == 0 || nb > kShortRowBatches || nb * W > Tk) return false;
-  switch (nb) {
-    case 1: softmax_backward_short_row<T, 1>(d, g, y, scale, n, Tk); break;
-    case 2: softmax_backward_short_row<T, 2>(d, g, y, scale, n, Tk); break;
-    case 3: softmax_backward_short_row<T, 3>(d, g, y, scale, n, Tk); break;
-    default: softmax_backward_short_row<T, 4>(d, g, y, scale, n, Tk); break;
-  }
-  return true;
 }
 
 // ds = scale * y * (dy - sum_j dy_j y_j), per row; zero wherever y is (the masked keys).
@@ -221,7 +210,10 @@ void masked_softmax_backward(T* ds, const T* dy, const T* y, T scale, int64_t R,
     const T* g = dy + r * Tk;
     const T* yr = y + r * Tk;
     T* d = ds + r * Tk;
-    if (softmax_backward_short_row(d, g, yr, scale, n, Tk)) continue;
+    if (const int64_t nb = short_row_batches<T>(n, Tk)) {
+      with_short_row_batches(nb, [&]<int NB>() { softmax_backward_short_row<T, NB>(d, g, yr, scale, n, Tk); });
+      continue;
+    }
     const T dot = detail::row_dot(g, yr, n, Tk);
     for (int64_t j = 0; j < n; ++j) d[j] = scale * yr[j] * (g[j] - dot);
     std::fill(d + n, d + Tk, T(0));
