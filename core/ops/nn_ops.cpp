@@ -129,10 +129,10 @@ void layer_norm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const 
 // With norm = (x - mean) * rstd and dnorm = dy * w:
 //   dx = (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd,
 //   dw = sum over rows of dy * norm, db = sum over rows of dy.
-// Two passes per row: the two means, then dx, dw and db together; norm is recomputed, not stored.
-// dw and db (either may be null) gather N rows each, so they accumulate in double, per block of
-// kBlockRows rows (blocks run in parallel) and then over blocks in order: the same bits on any
-// thread count.
+// Two passes: the two means of every row of a block, then dx, dw and db together; norm is
+// recomputed, not stored. dw and db (either may be null) gather N rows each, so they accumulate in
+// double, per block of kBlockRows rows (blocks run in parallel) and then over blocks in order: the
+// same bits on any thread count.
 template <class T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
                          const T* rstd, int64_t N, int64_t C) {
@@ -146,10 +146,10 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   parallel_for_blocks(N, kBlockRows, tuning().row_grain_elems / std::max<int64_t>(C, 1), [&](int64_t r0, int64_t r1) {
     double* pw = dw_acc.data() + r0 / kBlockRows * C;
     double* pb = db_acc.data() + r0 / kBlockRows * C;
+    T mean_dn[kBlockRows], mean_dn_norm[kBlockRows];
     for (int64_t r = r0; r < r1; ++r) {
       const T* g = dy + r * C;
       const T* xr = x + r * C;
-      T* d = dx + r * C;
       const T m = mean[r], s = rstd[r];
       const Batch<T> mb(m), sb(s);
       Batch<T> a0(T(0)), a1(T(0));
@@ -165,10 +165,62 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
         sum_dn += g[i] * w[i];
         sum_dn_norm += g[i] * w[i] * ((xr[i] - m) * s);
       }
-      const T mean_dn = sum_dn / static_cast<T>(C), mean_dn_norm = sum_dn_norm / static_cast<T>(C);
-      for (int64_t k = 0; k < C; ++k) {
+      mean_dn[r - r0] = sum_dn / static_cast<T>(C);
+      mean_dn_norm[r - r0] = sum_dn_norm / static_cast<T>(C);
+    }
+    // dx, dw and db down the block's rows, one batch of W columns at a time: the columns' double
+    // sums stay in registers through the block instead of being loaded and stored for every row
+    // (at C = 128 those loads and stores were most of the op's time: the backward took 87-93 us
+    // at baby's shape with a bias on one core, 59-67 us so: docs/performance.md). Each column still adds its
+    // rows in order, so the bits are a row-by-row loop's. Without a bias (kDb false) db's sums
+    // are skipped.
+    using D = xsimd::batch<double>;
+    constexpr int64_t WD = D::size, ND = W / WD;  // double batches per batch of T (T float: 2)
+    // The captured pointers as locals: through the lambda's references GCC reloads each of them
+    // after every store to dx (the store might have changed them).
+    const T *const dy_ = dy, *const x_ = x, *const w_ = w, *const mean_ = mean, *const rstd_ = rstd;
+    T* const dx_ = dx;
+    int64_t k0 = 0;
+    auto whole_batches = [&]<bool kDb>() {
+      for (; k0 + W <= C; k0 += W) {
+        D acc_w[ND], acc_b[ND];
+        for (int64_t h = 0; h < ND; ++h) {
+          acc_w[h] = D::load_unaligned(pw + k0 + h * WD);
+          if constexpr (kDb) acc_b[h] = D::load_unaligned(pb + k0 + h * WD);
+        }
+        const Batch<T> wk = Batch<T>::load_unaligned(w_ + k0);
+        for (int64_t r = r0; r < r1; ++r) {
+          const Batch<T> gk = Batch<T>::load_unaligned(dy_ + r * C + k0);
+          const Batch<T> nk = (Batch<T>::load_unaligned(x_ + r * C + k0) - Batch<T>(mean_[r])) * Batch<T>(rstd_[r]);
+          ((gk * wk - Batch<T>(mean_dn[r - r0]) - nk * Batch<T>(mean_dn_norm[r - r0])) * Batch<T>(rstd_[r]))
+              .store_unaligned(dx_ + r * C + k0);
+          // To double lane by lane, as the scalar loop below casts (GCC keeps this in registers).
+          alignas(64) T prod[W], grad[W];
+          (gk * nk).store_aligned(prod);
+          if constexpr (kDb) gk.store_aligned(grad);
+          for (int64_t h = 0; h < ND; ++h) {
+            acc_w[h] += D::load_unaligned(prod + h * WD);
+            if constexpr (kDb) acc_b[h] += D::load_unaligned(grad + h * WD);
+          }
+        }
+        for (int64_t h = 0; h < ND; ++h) {
+          acc_w[h].store_unaligned(pw + k0 + h * WD);
+          if constexpr (kDb) acc_b[h].store_unaligned(pb + k0 + h * WD);
+        }
+      }
+    };
+    if (db)
+      whole_batches.template operator()<true>();
+    else
+      whole_batches.template operator()<false>();
+    for (int64_t r = r0; r < r1; ++r) {  // the columns past the last whole batch
+      const T* g = dy + r * C;
+      const T* xr = x + r * C;
+      T* d = dx + r * C;
+      const T m = mean[r], s = rstd[r];
+      for (int64_t k = k0; k < C; ++k) {
         const T nk = (xr[k] - m) * s;
-        d[k] = (g[k] * w[k] - mean_dn - nk * mean_dn_norm) * s;
+        d[k] = (g[k] * w[k] - mean_dn[r - r0] - nk * mean_dn_norm[r - r0]) * s;
         pw[k] += static_cast<double>(g[k] * nk);
         pb[k] += static_cast<double>(g[k]);
       }

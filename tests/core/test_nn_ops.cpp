@@ -498,16 +498,23 @@ TEST_CASE("layer_norm float64 gradchecks with and without w/b, on a transposed i
 }
 
 TEST_CASE("layer_norm float32 backward agrees with float64", "[nn_ops]") {
-  // Same inputs in both dtypes; the float64 gradients are themselves gradchecked above.
-  Tensor x64 = randn64({6, 37}, 81), w64 = randn64({37}, 82), b64 = randn64({37}, 83);
-  Tensor gy = randn64({6, 37}, 84).detach();
-  layer_norm(x64, w64, b64, 1e-5).backward(gy);
-  Tensor x32 = x64.detach().to(DType::f32).requires_grad_(), w32 = w64.detach().to(DType::f32).requires_grad_(),
-         b32 = b64.detach().to(DType::f32).requires_grad_();
-  layer_norm(x32, w32, b32, 1e-5).backward(gy.to(DType::f32));
-  require_values(x32.grad(), {6, 37}, x64.grad().to_vector<double>(), 1e-4);
-  require_values(w32.grad(), {37}, w64.grad().to_vector<double>(), 1e-4);
-  require_values(b32.grad(), {37}, b64.grad().to_vector<double>(), 1e-4);
+  // Same inputs in both dtypes; the float64 gradients are themselves gradchecked above. 150 rows
+  // span three of the backward's 64-row blocks (the last one partial), whose column sums run
+  // down whole batches of columns and then the tail (C = 37); with and without a bias.
+  for (int64_t N : {6, 150}) {
+    for (bool bias : {true, false}) {
+      INFO("N " << N << " bias " << bias);
+      Tensor x64 = randn64({N, 37}, 81), w64 = randn64({37}, 82), b64 = bias ? randn64({37}, 83) : Tensor();
+      Tensor gy = randn64({N, 37}, 84).detach();
+      layer_norm(x64, w64, b64, 1e-5).backward(gy);
+      Tensor x32 = x64.detach().to(DType::f32).requires_grad_(), w32 = w64.detach().to(DType::f32).requires_grad_();
+      Tensor b32 = bias ? b64.detach().to(DType::f32).requires_grad_() : Tensor();
+      layer_norm(x32, w32, b32, 1e-5).backward(gy.to(DType::f32));
+      require_values(x32.grad(), {N, 37}, x64.grad().to_vector<double>(), 1e-4);
+      require_values(w32.grad(), {37}, w64.grad().to_vector<double>(), 1e-4);
+      if (bias) require_values(b32.grad(), {37}, b64.grad().to_vector<double>(), 1e-4);
+    }
+  }
 }
 
 TEST_CASE("layer_norm rejects mismatched weight and bias, naming the op", "[nn_ops]") {
