@@ -49,7 +49,7 @@ void check_module_grads(nn::Module& m, const std::vector<Tensor>& inputs, const 
                         int64_t max_checks = -1) {
   std::vector<Tensor> all = inputs;
   for (const auto& p : m.parameters()) all.push_back(p);
-  GradcheckOptions opt;
+  GradcheckOptions opt = heed::test::tight_gradcheck();
   opt.max_checks = max_checks;
   require_gradcheck(fn, all, opt);
 }

@@ -315,7 +315,7 @@ TEST_CASE("GPT gradcheck over every parameter and the input embeddings (float64)
   require_gradcheck(fwd, {emb});
   std::vector<Tensor> inputs = {emb};
   for (auto& p : params) inputs.push_back(p);
-  GradcheckOptions opt;
+  GradcheckOptions opt = heed::test::tight_gradcheck();
   opt.max_checks = 24;
   auto r = gradcheck(fwd, inputs, opt);
   INFO(r.report());
