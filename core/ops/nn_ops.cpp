@@ -171,9 +171,9 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
     // dx, dw and db down the block's rows, one batch of W columns at a time: the columns' double
     // sums stay in registers through the block instead of being loaded and stored for every row
     // (at C = 128 those loads and stores were most of the op's time: the backward took 87-93 us
-    // at baby's shape with a bias on one core, 59-67 us so: docs/performance.md). Each column still adds its
-    // rows in order, so the bits are a row-by-row loop's. Without a bias (kDb false) db's sums
-    // are skipped.
+    // at baby's shape with a bias on one core, 59-67 us so: docs/performance.md). Each column
+    // still adds its rows in order, so the bits are a row-by-row loop's. Without a bias (kDb
+    // false) db's sums are skipped.
     using D = xsimd::batch<double>;
     constexpr int64_t WD = D::size, ND = W / WD;  // double batches per batch of T (T float: 2)
     // The captured pointers as locals: through the lambda's references GCC reloads each of them
