@@ -142,10 +142,12 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   std::vector<T> ones(w ? 0 : C, T(1));
   if (!w) w = ones.data();
   const int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
-  std::vector<double> dw_acc(blocks * C, 0.0), db_acc(blocks * C, 0.0);
+  // db's sums only with a bias: without one (nanoGPT's --no-bias) they would be allocated, zeroed
+  // and added up for nothing on every call.
+  std::vector<double> dw_acc(blocks * C, 0.0), db_acc(db ? blocks * C : 0, 0.0);
   parallel_for_blocks(N, kBlockRows, tuning().row_grain_elems / std::max<int64_t>(C, 1), [&](int64_t r0, int64_t r1) {
     double* pw = dw_acc.data() + r0 / kBlockRows * C;
-    double* pb = db_acc.data() + r0 / kBlockRows * C;
+    double* pb = db ? db_acc.data() + r0 / kBlockRows * C : nullptr;
     T mean_dn[kBlockRows], mean_dn_norm[kBlockRows];
     for (int64_t r = r0; r < r1; ++r) {
       const T* g = dy + r * C;
@@ -222,14 +224,14 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
         const T nk = (xr[k] - m) * s;
         d[k] = (g[k] * w[k] - mean_dn[r - r0] - nk * mean_dn_norm[r - r0]) * s;
         pw[k] += static_cast<double>(g[k] * nk);
-        pb[k] += static_cast<double>(g[k]);
+        if (pb) pb[k] += static_cast<double>(g[k]);
       }
     }
   });
   for (int64_t blk = 1; blk < blocks; ++blk)
     for (int64_t k = 0; k < C; ++k) {
       dw_acc[k] += dw_acc[blk * C + k];
-      db_acc[k] += db_acc[blk * C + k];
+      if (db) db_acc[k] += db_acc[blk * C + k];
     }
   if (dw)
     for (int64_t k = 0; k < C; ++k) dw[k] = static_cast<T>(dw_acc[k]);
