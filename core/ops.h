@@ -23,6 +23,7 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
+Tensor div(const Tensor& a, double s);  ///< a / s, correctly rounded (not a * (1 / s))
 Tensor rsub(double s, const Tensor& a);  ///< s - a
 Tensor rdiv(double s, const Tensor& a);  ///< s / a
 Tensor neg(const Tensor& a);
@@ -50,7 +51,7 @@ inline Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
 inline Tensor operator-(double s, const Tensor& a) { return rsub(s, a); }
 inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
 inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
-inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+inline Tensor operator/(const Tensor& a, double s) { return div(a, s); }
 inline Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
 
 // ---------------------------------------------------------------- reductions (core/ops/reduce.cpp)
@@ -77,7 +78,7 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
 std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t axis);
 Tensor unsqueeze(const Tensor& a, int64_t axis);  ///< a view with a new dim of size 1
 Tensor squeeze(const Tensor& a, int64_t axis);    ///< a view without a dim of size 1
-/// Broadcasts `a` to `shape` (a view with stride 0 on broadcast axes).
+/// Broadcasts `a` to `shape` (a view with stride 0 on broadcast axes); -1 keeps an axis's size.
 Tensor expand(const Tensor& a, const Shape& shape);
 
 // ---------------------------------------------------------------- comparisons (core/ops/compare.cpp)

@@ -301,9 +301,16 @@ void Tensor::copy_(const Tensor& src) {
       if (numel()) std::memcpy(base + offset(), src.data<T>(), numel() * sizeof(T));
       return;
     }
-    std::vector<double> vals = src.to_vector<double>();
-    size_t k = 0;
-    for_each_offset(*this, [&](int64_t off) { base[off] = static_cast<T>(vals[k++]); });
+    // Through a buffer of src's own type (src may overlap this view), each element cast once from
+    // its type to ours: an int64 past 2^53 is not rounded through a double on the way.
+    visit_any_dtype(src.dtype(), [&]<class S>() {
+      const S* from = static_cast<const S*>(src.storage()->data());
+      std::vector<S> vals;
+      vals.reserve(static_cast<size_t>(src.numel()));
+      for_each_offset(src, [&](int64_t off) { vals.push_back(from[off]); });
+      size_t k = 0;
+      for_each_offset(*this, [&](int64_t off) { base[off] = static_cast<T>(vals[k++]); });
+    });
   });
 }
 
@@ -323,9 +330,11 @@ void Tensor::fill_(double value) {
 // autograd-facing members
 
 Tensor& Tensor::requires_grad_(bool on) {
-  HEED_CHECK(!on || impl().grad_fn == nullptr,
-             "requires_grad_: only leaf tensors can be marked (this one was produced by ",
-             impl().grad_fn ? impl().grad_fn->name() : "?", "); use detach() first");
+  // Either way only on a leaf, as torch: clearing the flag of an op's output would silently cut
+  // the gradient's path through it (detach() is the way to do that on purpose).
+  HEED_CHECK(impl().grad_fn == nullptr, "requires_grad_: only leaf tensors can be ",
+             on ? "marked" : "unmarked", " (this one was produced by ", impl().grad_fn ? impl().grad_fn->name() : "?",
+             "); use detach() first");
   HEED_CHECK(!on || is_floating(dtype()), "requires_grad_: only float tensors can require gradients, this one is ",
              dtype_name(dtype()));
   impl().requires_grad = on;
@@ -368,11 +377,10 @@ Tensor Tensor::to(DType d) const {
 
 // One element as PyTorch prints it: 4 decimals for floats ("2." when every value is whole),
 // True / False for bools.
-static std::string element_text(double v, DType dtype, bool whole) {
-  if (dtype == DType::boolean) return v != 0 ? "True" : "False";
+static std::string element_text(double v, bool whole) {
   char buf[48];
-  if (!is_floating(dtype)) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-  else if (whole) std::snprintf(buf, sizeof buf, "%.0f.", v);
+  if (std::isnan(v)) return "nan";  // whatever its sign bit, as torch prints it
+  if (whole) std::snprintf(buf, sizeof buf, "%.0f.", v);
   else std::snprintf(buf, sizeof buf, "%.4f", v);
   return buf;
 }
@@ -404,12 +412,18 @@ static void print_nested(std::ostream& os, const std::vector<std::string>& text,
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
-  const std::vector<double> v = t.to_vector<double>();
-  bool whole = true;
-  for (double x : v) whole = whole && std::isfinite(x) && x == std::floor(x);
   std::vector<std::string> text;
+  if (is_floating(t.dtype())) {
+    const std::vector<double> v = t.to_vector<double>();
+    bool whole = true;
+    for (double x : v) whole = whole && std::isfinite(x) && x == std::floor(x);
+    for (double x : v) text.push_back(element_text(x, whole));
+  } else {  // integers read as int64, exact past 2^53
+    for (int64_t x : t.to_vector<int64_t>())
+      text.push_back(t.dtype() == DType::boolean ? (x != 0 ? "True" : "False") : std::to_string(x));
+  }
   size_t width = 0;
-  for (double x : v) width = std::max(width, text.emplace_back(element_text(x, t.dtype(), whole)).size());
+  for (const std::string& s : text) width = std::max(width, s.size());
   os << "tensor(";
   print_nested(os, text, t.shape(), 0, 0, width, t.numel() > 1000);
   if (t.dtype() != DType::f32 && t.dtype() != DType::i64 && t.dtype() != DType::boolean)

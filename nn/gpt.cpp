@@ -118,7 +118,7 @@ Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T) {
 Tensor GPT::loss(const std::vector<int32_t>& idx, const std::vector<int32_t>& targets, int64_t B, int64_t T) {
   HEED_CHECK(targets.size() == idx.size(), "GPT::loss: ", targets.size(), " targets for ", idx.size(), " ids");
   Tensor logits = forward(idx, B, T);
-  return cross_entropy(reshape(logits, {B * T, config_.vocab_size}), targets);
+  return cross_entropy(reshape(logits, {B * T, config_.vocab_size}), targets, kIgnoreTarget);
 }
 
 Tensor GPT::last_logits(const std::vector<int32_t>& idx, int64_t B, int64_t T) {

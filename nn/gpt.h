@@ -96,11 +96,14 @@ class GPT : public Module {
 
   /// idx: B*T token ids (row-major (B, T)) -> logits (B, T, V). Throws if T > block_size.
   Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T);
-  /// Mean cross-entropy of forward(idx) against targets (B*T ids), as nanoGPT's loss.
+  /// The target id loss() ignores: nanoGPT's ignore_index, not cross_entropy's default -100.
+  static constexpr int32_t kIgnoreTarget = -1;
+  /// Mean cross-entropy of forward(idx) against targets (B*T ids), as nanoGPT's loss: a target
+  /// of kIgnoreTarget (-1) is ignored.
   Tensor loss(const std::vector<int32_t>& idx, const std::vector<int32_t>& targets, int64_t B, int64_t T);
   /// idx: an int32 / int64 tensor of ids (B, T) -> logits (B, T, V) (nanoGPT's forward).
   Tensor forward(const Tensor& idx);
-  /// Mean cross-entropy of forward(idx) against targets, both (B, T) id tensors.
+  /// Mean cross-entropy of forward(idx) against targets, both (B, T) id tensors (-1: ignored).
   Tensor loss(const Tensor& idx, const Tensor& targets);
   /// Logits (B, T, V) from token embeddings tok_emb (B, T, C) (what wte would give): adds the
   /// position embeddings and runs the rest of the model. Lets a gradcheck perturb the embeddings.

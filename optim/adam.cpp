@@ -67,11 +67,13 @@ void adam_kernel(T* p, const T* g, T* m, T* v, int64_t n, const Coeffs<T>& c) {
 
 }  // namespace
 
-Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps)
-    : Adam(std::move(groups), lr, beta1, beta2, eps, false) {}
+Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : Adam(std::move(groups), lr, beta1, beta2, eps, weight_decay, false) {}
 
-Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, bool decoupled)
-    : Optimizer(decoupled ? "AdamW" : "Adam", std::move(groups), lr, {"exp_avg", "exp_avg_sq"}, {"step"}),
+Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, double weight_decay,
+           bool decoupled)
+    : Optimizer(decoupled ? "AdamW" : "Adam", std::move(groups), lr, weight_decay, {"exp_avg", "exp_avg_sq"},
+                {"step"}),
       beta1_(beta1), beta2_(beta2), eps_(eps), decoupled_(decoupled) {
   HEED_CHECK(beta1 >= 0 && beta1 < 1, name_, ": invalid beta1 ", beta1, " (need 0 <= beta1 < 1)");
   HEED_CHECK(beta2 >= 0 && beta2 < 1, name_, ": invalid beta2 ", beta2, " (need 0 <= beta2 < 1)");

@@ -14,9 +14,10 @@ namespace heed::optim {
 /// Adam with L2 weight decay added to the gradient (torch.optim.Adam's weight_decay).
 class Adam : public Optimizer {
  public:
-  /// Throws heed::Error unless lr >= 0, 0 <= beta1, beta2 < 1 and eps >= 0.
+  /// Throws heed::Error unless lr >= 0, 0 <= beta1, beta2 < 1, eps >= 0 and every weight decay
+  /// is >= 0. `weight_decay` is for the groups that do not set their own.
   Adam(std::vector<ParamGroup> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
-       double eps = 1e-8);
+       double eps = 1e-8, double weight_decay = 0.0);
   double beta1() const { return beta1_; }
   double beta2() const { return beta2_; }
   double eps() const { return eps_; }
@@ -25,7 +26,8 @@ class Adam : public Optimizer {
   // (its own step count, for the bias corrections), as torch.optim.Adam's state.
 
  protected:
-  Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, bool decoupled);
+  Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, double weight_decay,
+       bool decoupled);
   BlockUpdate prepare_update(const std::string& name, const Tensor& param, const Tensor& grad, ParamState& state,
                              double weight_decay) override;
 
@@ -37,10 +39,11 @@ class Adam : public Optimizer {
 /// AdamW: decoupled weight decay, p -= lr*wd*p before the Adam update (torch.optim.AdamW).
 class AdamW : public Adam {
  public:
-  /// Throws heed::Error unless lr >= 0, 0 <= beta1, beta2 < 1 and eps >= 0.
+  /// As Adam's; `weight_decay` (for the groups that do not set their own) defaults to 0.01, as
+  /// torch.optim.AdamW's.
   AdamW(std::vector<ParamGroup> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
-        double eps = 1e-8)
-      : Adam(std::move(groups), lr, beta1, beta2, eps, true) {}
+        double eps = 1e-8, double weight_decay = 1e-2)
+      : Adam(std::move(groups), lr, beta1, beta2, eps, weight_decay, true) {}
 };
 
 }  // namespace heed::optim

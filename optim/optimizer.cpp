@@ -31,7 +31,7 @@ static auto& entry(Entries& entries, std::string_view name) {
 Tensor& ParamState::tensor(std::string_view name) { return entry(tensors, name); }
 double& ParamState::scalar(std::string_view name) { return entry(scalars, name); }
 
-Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr,
+Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
                      std::vector<std::string> tensor_entries, std::vector<std::string> scalar_entries)
     : name_(name), groups_(std::move(groups)), tensor_entries_(std::move(tensor_entries)),
       scalar_entries_(std::move(scalar_entries)) {
@@ -39,7 +39,8 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
   std::set<std::string> names;
   std::unordered_set<const TensorImpl*> impls;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const double wd = groups_[g].weight_decay;
+    if (!groups_[g].weight_decay) groups_[g].weight_decay = weight_decay;
+    const double wd = *groups_[g].weight_decay;
     HEED_CHECK(std::isfinite(wd) && wd >= 0, name_, ": invalid weight_decay ", wd, " in group ", g);
     for (const auto& [pname, t] : groups_[g].params) {
       HEED_CHECK(t.defined(), name_, ": parameter '", pname, "' is an undefined tensor");
@@ -92,7 +93,7 @@ void Optimizer::step() {
       const auto& [name, p] = groups_[g].params[i];
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      updates.push_back(prepare_update(name, p, grad, state_[g][i], groups_[g].weight_decay));
+      updates.push_back(prepare_update(name, p, grad, state_[g][i], *groups_[g].weight_decay));
       lengths.push_back(p.numel());
     }
   parallel_for_blocks(lengths, 8192, int64_t(1) << 15,

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,7 +33,9 @@ using NamedScalars = std::vector<std::pair<std::string, double>>;
 /// Parameters sharing one weight decay (PyTorch's param_groups entries).
 struct ParamGroup {
   NamedTensors params;
-  double weight_decay = 0.0;
+  /// Unset: the optimizer's own weight_decay argument, whose defaults are torch.optim's (0 for
+  /// Adam and SGD, 0.01 for AdamW). The optimizer's param_groups() hold the value each group uses.
+  std::optional<double> weight_decay = std::nullopt;
 };
 
 /// nanoGPT's configure_optimizers split: weight_decay on every parameter with dim() >= 2
@@ -90,8 +93,9 @@ class Optimizer {
   /// the per-parameter state, in the order state_tensors() and state_scalars() list them. Throws
   /// heed::Error on an undefined tensor, a name or tensor listed twice, a negative weight decay
   /// or a negative learning rate.
-  Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, std::vector<std::string> tensor_entries,
-            std::vector<std::string> scalar_entries = {});
+  /// A group without a weight_decay takes `weight_decay`.
+  Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
+            std::vector<std::string> tensor_entries, std::vector<std::string> scalar_entries = {});
 
   /// What step() runs on the elements [begin, end) of one parameter, on fixed blocks and from
   /// several threads at once (blocks never overlap).

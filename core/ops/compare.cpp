@@ -1,7 +1,8 @@
 // Comparisons, logical ops and where: element-wise ops whose result is a bool tensor (no
 // gradient), and `where`, which picks between two float tensors and is differentiable in both.
 // Every operand broadcasts NumPy-style; values are compared as double, which is exact for
-// float32, float64, int32, bool and int64 ids below 2^53.
+// float32, float64, int32, bool and int64 ids below 2^53. A scalar is first rounded to a float
+// tensor's dtype, as PyTorch does (float32 x > 0.1 compares x with 0.1f, not with the double 0.1).
 #include <array>
 
 #include "core/autograd.h"
@@ -43,7 +44,9 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op, F&& f) {
   return map2(a, b, DType::boolean, op, f);
 }
 
-Tensor scalar_like(double s) { return Tensor::scalar(s, DType::f64); }
+// The scalar operand of a comparison with `a`: in a's dtype when a is a float tensor (PyTorch's
+// type promotion, where a Python number does not widen a tensor's float dtype), exact otherwise.
+Tensor scalar_like(const Tensor& a, double s) { return Tensor::scalar(s, is_floating(a.dtype()) ? a.dtype() : DType::f64); }
 
 }  // namespace
 
@@ -53,12 +56,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", [](doub
 Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", [](double x, double y) { return x <= y; }); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", [](double x, double y) { return x > y; }); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", [](double x, double y) { return x >= y; }); }
-Tensor eq(const Tensor& a, double s) { return eq(a, scalar_like(s)); }
-Tensor ne(const Tensor& a, double s) { return ne(a, scalar_like(s)); }
-Tensor lt(const Tensor& a, double s) { return lt(a, scalar_like(s)); }
-Tensor le(const Tensor& a, double s) { return le(a, scalar_like(s)); }
-Tensor gt(const Tensor& a, double s) { return gt(a, scalar_like(s)); }
-Tensor ge(const Tensor& a, double s) { return ge(a, scalar_like(s)); }
+Tensor eq(const Tensor& a, double s) { return eq(a, scalar_like(a, s)); }
+Tensor ne(const Tensor& a, double s) { return ne(a, scalar_like(a, s)); }
+Tensor lt(const Tensor& a, double s) { return lt(a, scalar_like(a, s)); }
+Tensor le(const Tensor& a, double s) { return le(a, scalar_like(a, s)); }
+Tensor gt(const Tensor& a, double s) { return gt(a, scalar_like(a, s)); }
+Tensor ge(const Tensor& a, double s) { return ge(a, scalar_like(a, s)); }
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   return compare(a, b, "logical_and", [](double x, double y) { return x != 0 && y != 0; });

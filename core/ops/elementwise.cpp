@@ -224,6 +224,13 @@ Tensor mul(const Tensor& a, double s) {
   return record("mul_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
 }
 
+Tensor div(const Tensor& a, double s) {
+  // A division, not a product with 1 / s: correctly rounded as torch's a / s, and no overflow of
+  // 1 / s for a tiny s.
+  Tensor out = unary_map(a, [s](auto x) { return x / static_cast<decltype(x)>(s); });
+  return record("div_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{div(g, s)}; });
+}
+
 Tensor rsub(double s, const Tensor& a) {
   Tensor out = unary_map(a, [s](auto x) { return static_cast<decltype(x)>(s) - x; });
   return record("rsub_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
@@ -247,8 +254,10 @@ Tensor neg(const Tensor& a) {
 
 Tensor pow(const Tensor& a, double p) {
   Tensor out = unary_map(a, [p](auto x) { return std::pow(x, static_cast<decltype(x)>(p)); });
-  // d a^p = p a^(p-1)
+  // d a^p = p a^(p-1); a^0 is constant, so its gradient is 0 even at a = 0, where p a^(p-1)
+  // would be 0 * inf (torch's pow backward makes the same exception).
   return record("pow", out, {a}, [a = a.detach(), p](const Tensor& g) {
+    if (p == 0.0) return std::vector<Tensor>{Tensor::zeros(a.shape(), a.dtype())};
     Tensor d = unary_map(a, [p](auto x) { return static_cast<decltype(x)>(p) * std::pow(x, static_cast<decltype(x)>(p - 1)); });
     return std::vector<Tensor>{mul(g, d)};
   });
@@ -293,9 +302,11 @@ Tensor tanh(const Tensor& a) {
 }
 
 Tensor relu(const Tensor& a) {
-  Tensor out = unary_map(a, [](auto x) { return x > 0 ? x : decltype(x)(0); });
+  // Written as "x <= 0 gives 0" rather than "x > 0 keeps x", so a NaN stays NaN and its gradient
+  // passes, as torch.relu (clamp_min) and its threshold_backward do.
+  Tensor out = unary_map(a, [](auto x) { return x <= 0 ? decltype(x)(0) : x; });
   return record("relu", out, {a}, [y = out.detach()](const Tensor& g) {
-    return std::vector<Tensor>{binary_map(g, y, "relu_backward", [](auto gv, auto yv) { return yv > 0 ? gv : decltype(gv)(0); })};
+    return std::vector<Tensor>{binary_map(g, y, "relu_backward", [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; })};
   });
 }
 

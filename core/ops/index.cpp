@@ -150,11 +150,13 @@ Tensor min(const Tensor& a) { return neg(max(neg(a))); }
 Tensor min(const Tensor& a, int64_t axis, bool keepdim) { return neg(max(neg(a), axis, keepdim)); }
 
 Tensor abs(const Tensor& a) {
-  // a * sign(a) with the sign a constant: value |a|, gradient sign(a), 0 at 0 as torch's.
+  // Value |a| (|-0| = +0, as torch's; a product a * sign(a) would keep -0), gradient g sign(a),
+  // 0 at 0 as torch's.
   const Tensor d = a.detach();
   const Tensor zero = Tensor::scalar(0.0, a.dtype()), one = Tensor::scalar(1.0, a.dtype());
   const Tensor sign = where(gt(d, 0.0), one, zero) - where(lt(d, 0.0), one, zero);
-  return a * sign;
+  Tensor out = where(lt(d, 0.0), neg(d), d) + 0.0;  // -0 + 0 = +0
+  return record("abs", out, {a}, [sign](const Tensor& g) { return std::vector<Tensor>{g * sign}; });
 }
 
 }  // namespace heed

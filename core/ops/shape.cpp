@@ -158,9 +158,18 @@ Tensor squeeze(const Tensor& a, int64_t axis) {
   return record("squeeze", out, {a}, [ax](const Tensor& g) { return std::vector<Tensor>{unsqueeze(g, ax)}; });
 }
 
-Tensor expand(const Tensor& a, const Shape& shape) {
+Tensor expand(const Tensor& a, const Shape& requested) {
+  // -1 keeps an existing axis's size (torch's expand); a new leading axis needs its size.
+  Shape shape = requested;
+  const int64_t lead = static_cast<int64_t>(shape.size()) - a.dim();
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (shape[i] != -1) continue;
+    HEED_CHECK(i >= lead, "expand: -1 at new leading axis ", i, " of ", to_string(requested), " (expanding ",
+               to_string(a.shape()), ")");
+    shape[i] = a.shape()[i - lead];
+  }
   HEED_CHECK(broadcast_shapes(a.shape(), shape, "expand") == shape, "expand: cannot expand ",
-             to_string(a.shape()), " to ", to_string(shape));
+             to_string(a.shape()), " to ", to_string(requested));
   if (a.shape() == shape) return a;
   Tensor out = make_view(a, shape, detail::broadcast_strides(a, shape), a.offset());
   return record("expand", out, {a}, [from = a.shape()](const Tensor& g) {

@@ -82,6 +82,12 @@ TEST_CASE("only leaves can be marked requires_grad", "[autograd]") {
   Tensor x = randn64({2}, 3);
   Tensor y = x * 2.0;
   REQUIRE_THROWS_WITH(y.requires_grad_(), Catch::Contains("leaf"));
+  // Nor unmarked, as torch: that would silently cut the gradient's path through y.
+  REQUIRE_THROWS_WITH(y.requires_grad_(false), Catch::Contains("leaf"));
+  REQUIRE(y.requires_grad());
+  Tensor leaf = randn64({2}, 4);
+  leaf.requires_grad_(false);
+  REQUIRE_FALSE(leaf.requires_grad());
 }
 
 TEST_CASE("a chain of 10,000 ops runs backward without overflowing the stack", "[autograd]") {

@@ -336,6 +336,8 @@ TEST_CASE("float64 gradchecks of the scalar and pointwise ops", "[elementwise]")
   const std::vector<Case> cases = {
       {"add_scalar", [](const Tensor& a) { return add(a, 2.5); }, 0},
       {"mul_scalar", [](const Tensor& a) { return mul(a, -1.5); }, 0},
+      {"div_scalar", [](const Tensor& a) { return a / -1.5; }, 0},
+      {"abs", [](const Tensor& a) { return abs(a); }, 1},
       {"rsub_scalar", [](const Tensor& a) { return rsub(3.0, a); }, 0},
       {"rdiv_scalar", [](const Tensor& a) { return rdiv(2.0, a); }, 1},
       {"neg", [](const Tensor& a) { return neg(a); }, 0},
@@ -369,6 +371,46 @@ TEST_CASE("float64 gradchecks of the scalar and pointwise ops", "[elementwise]")
       require_gradcheck([&](const std::vector<Tensor>& in) { return c.f(in[0]); }, {x});
     }
   }
+}
+
+// Where PyTorch's result is not the textbook formula's, heed follows PyTorch (each value below was
+// printed by torch 1.13):
+//   torch.relu(torch.tensor([nan, -1., 2.], dtype=torch.float64))  -> [nan, 0, 2], gradient [1, 0, 1]
+//   x = torch.tensor([0., 2.], dtype=torch.float64, requires_grad=True); x.pow(0.).sum().backward()
+//                                                                    -> x.grad [0, 0] (not nan at 0)
+//   torch.tensor([5., 7., 10.], dtype=torch.float64) / 3.0           -> 1.6666666666666667, ...
+//   torch.tensor([1e-300], dtype=torch.float64) / 1e-310              -> 1e10 (not inf)
+//   torch.tensor([-0.0]).abs()                                        -> 0. (sign bit clear)
+TEST_CASE("relu keeps NaN, pow 0 has a zero gradient at 0, a / s divides, |-0| is +0: as torch", "[elementwise]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dt));
+    Tensor x = values({nan, -1.0, 2.0}, {3}, dt).requires_grad_();
+    Tensor y = relu(x);
+    const auto v = y.to_vector<double>();
+    CHECK(std::isnan(v[0]));
+    CHECK(v[1] == 0.0);
+    CHECK(v[2] == 2.0);
+    sum(y).backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{1.0, 0.0, 1.0});
+
+    Tensor z = values({0.0, 2.0}, {2}, dt).requires_grad_();
+    sum(pow(z, 0.0)).backward();
+    CHECK(z.grad().to_vector<double>() == std::vector<double>{0.0, 0.0});
+
+    const Tensor m = abs(values({-0.0, -2.0, 3.0}, {3}, dt));
+    const auto mv = m.to_vector<double>();
+    CHECK_FALSE(std::signbit(mv[0]));
+    CHECK(mv == std::vector<double>{0.0, 2.0, 3.0});
+  }
+  // Correctly rounded, as a / s is in torch: a * (1 / s) gives 1.6666666666666665 for 5 / 3.
+  const auto q = (values({5.0, 7.0, 10.0}, {3}, DType::f64) / 3.0).to_vector<double>();
+  CHECK(q == std::vector<double>{5.0 / 3.0, 7.0 / 3.0, 10.0 / 3.0});
+  CHECK(q[0] == 1.6666666666666667);
+  // 1 / 1e-310 overflows; the quotient does not.
+  CHECK((values({1e-300}, {1}, DType::f64) / 1e-310).item() == 1e-300 / 1e-310);
+  CHECK((values({1e-30}, {1}, DType::f32) / 1e-39).item() == static_cast<double>(1e-30f / static_cast<float>(1e-39)));
+  CHECK(std::isfinite((values({1e-30}, {1}, DType::f32) / 1e-39).item()));
 }
 
 // float32 GELU computes the normal CDF without erf (core/ops/normal_cdf.h); float64 takes erfc,

@@ -81,6 +81,37 @@ TEST_CASE("compare: comparisons and logical ops broadcast into bool tensors", "[
   REQUIRE((x.transpose(0, 1) > 2.5).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0, 1, 1});
 }
 
+// A float32 tensor against a double scalar compares with the scalar rounded to float32, as torch
+// does (torch 1.13: x = torch.tensor([0.1, 0.2, 0.3]); x > 0.1 -> [False, True, True];
+// x == 0.3 -> [False, False, True]; x <= 0.3 -> all True; x.masked_fill(x == 0.2, -1.) ->
+// [0.1, -1, 0.3]). Compared with the double 0.1, the float 0.1f (0.10000000149...) is above it.
+TEST_CASE("compare: a scalar is rounded to a float tensor's dtype first, as torch", "[index]") {
+  const Tensor x = Tensor({0.1, 0.2, 0.3});
+  REQUIRE(x.dtype() == DType::f32);
+  CHECK((x > 0.1).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
+  CHECK((x == 0.3).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1});
+  CHECK((x <= 0.3).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
+  CHECK((x != 0.2).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
+  CHECK((x >= 0.2).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
+  CHECK((x < 0.2).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0});
+  const auto filled = x.masked_fill(x == 0.2, -1.0).to_vector<float>();
+  CHECK(filled == std::vector<float>{0.1f, -1.0f, 0.3f});
+  // float64 keeps the double; integer tensors compare exactly.
+  const Tensor d = Tensor::from_vector(std::vector<double>{0.1, 0.2}, {2});
+  CHECK((d == 0.1).to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  CHECK((Tensor({1, 2, 3}) > 2.5).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1});
+}
+
+TEST_CASE("copies and prints keep int64 values past 2^53, and NaN prints as nan", "[index]") {
+  const int64_t big = (int64_t{1} << 53) + 1;  // not a double
+  const Tensor a = Tensor::from_vector(std::vector<int64_t>{big, 1, 2, 3}, {2, 2});
+  CHECK(a.transpose(0, 1).contiguous().to_vector<int64_t>() == std::vector<int64_t>{big, 2, 1, 3});
+  CHECK(a.transpose(0, 1).reshape({4}).to_vector<int64_t>() == std::vector<int64_t>{big, 2, 1, 3});
+  CHECK(printed(a) == "tensor([[9007199254740993,                1],\n        [               2,                3]])");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(printed(Tensor::from_vector({-nan, 1.5}, {2})) == "tensor([   nan, 1.5000])");
+}
+
 TEST_CASE("where and masked_fill: values and float64 gradients", "[index]") {
   // x.masked_fill(torch.tensor([True, False, True]), -1.) -> [[-1, 5, -1], [-1, 2, -1]]
   const Tensor x = Tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}});

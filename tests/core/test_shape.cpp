@@ -208,6 +208,16 @@ TEST_CASE("shape op errors name the op and the shape", "[shape]") {
   REQUIRE_THROWS_WITH(squeeze(x, -4), NAMES("squeeze", "[2, 3, 4]"));
   REQUIRE_THROWS_WITH(expand(x, {2, 5, 4}), NAMES("expand", "[2, 3, 4]"));
   REQUIRE_THROWS_WITH(expand(x, {3, 4}), NAMES("expand", "[2, 3, 4]"));
+  REQUIRE_THROWS_WITH(expand(x, {-1, 2, 3, 4}), NAMES("expand", "-1"));
+}
+
+// torch: x.expand(-1, 4) keeps x's size on that axis; a new leading axis cannot be -1.
+TEST_CASE("expand: -1 keeps an axis's size", "[shape]") {
+  Tensor x = Tensor::from_vector({1.0, 2.0, 3.0}, {3, 1});
+  REQUIRE(expand(x, {-1, 4}).shape() == Shape{3, 4});
+  REQUIRE(expand(x, {2, -1, 4}).shape() == Shape{2, 3, 4});
+  REQUIRE(expand(x, {-1, -1}).shape() == Shape{3, 1});
+  REQUIRE(expand(x, {-1, 4}).to_vector<float>() == expand(x, {3, 4}).to_vector<float>());
 }
 
 // reshape delegates to view; its errors must still name the op the user called.

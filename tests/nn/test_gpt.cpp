@@ -352,6 +352,20 @@ TEST_CASE("GPT dropout: active in training, off in eval (then equal to a dropout
   REQUIRE(drop.forward(idx, 1, 8).to_vector<float>() != plain.forward(idx, 1, 8).to_vector<float>());
 }
 
+// nanoGPT's loss is F.cross_entropy(..., ignore_index=-1): a target of -1 adds nothing, and the
+// mean is over the other targets.
+TEST_CASE("GPT::loss ignores targets of -1, as nanoGPT's", "[gpt]") {
+  nn::GPT model(tiny_config(false));
+  model.eval();
+  const std::vector<int32_t> idx{1, 2, 3, 4};
+  const double full = model.loss(idx, {2, -1, 4, -1}, 1, 4).item();
+  Tensor logits = reshape(model.forward(idx, 1, 4), {4, model.config().vocab_size});
+  const double kept = cross_entropy(concat({slice(logits, 0, 0, 1), slice(logits, 0, 2, 3)}, 0), {2, 4}).item();
+  REQUIRE(full == Approx(kept).epsilon(1e-6));
+  REQUIRE(nn::GPT::kIgnoreTarget == -1);
+  REQUIRE_THROWS_AS(model.loss(idx, {2, -100, 4, 1}, 1, 4), Error);  // not an id, not ignored
+}
+
 TEST_CASE("GPT rejects bad sizes and inputs", "[gpt]") {
   nn::GPT model(tiny_config(false));
   std::vector<int32_t> nine(9, 1);

@@ -6,6 +6,7 @@
 
 #include "core/heed.h"
 #include "optim/adam.h"
+#include "optim/sgd.h"
 #include "support/helpers.h"
 
 using namespace heed;
@@ -211,6 +212,30 @@ TEST_CASE("Optimizer rejects bad groups and hyper-parameters", "[optim]") {
   optim::AdamW opt(G{{{{"a", a}}, 0.0}});
   REQUIRE_THROWS_WITH(opt.set_lr(std::nan("")), Catch::Contains("learning rate"));
   REQUIRE(opt.lr() == 1e-3);
+}
+
+// torch.optim.AdamW(params, lr) decays by 0.01 unless told otherwise; Adam and SGD by 0. A group
+// that names its own weight decay keeps it, and param_groups() shows the value each group uses.
+TEST_CASE("a group without a weight decay takes the optimizer's: 0.01 for AdamW, 0 for Adam and SGD", "[optim]") {
+  using G = std::vector<optim::ParamGroup>;
+  auto make = [] { return Tensor::from_vector(std::vector<double>{1.0, -2.0, 3.0, 0.5}, {2, 2}); };
+  Tensor a = make(), b = make(), c = make();
+  optim::AdamW unset(G{{{{"w", a}}}}, 0.1);
+  optim::AdamW explicit_decay(G{{{{"w", b}}, 0.01}}, 0.1);
+  optim::AdamW own_default(G{{{{"w", c}}}}, 0.1, 0.9, 0.999, 1e-8, 0.5);
+  REQUIRE(unset.param_groups()[0].weight_decay == 0.01);
+  REQUIRE(own_default.param_groups()[0].weight_decay == 0.5);
+  for (Tensor* t : {&a, &b, &c}) t->requires_grad_();
+  for (int step = 0; step < 3; ++step) {
+    for (Tensor* t : {&a, &b, &c}) sum(*t * *t).backward();
+    unset.step(), explicit_decay.step(), own_default.step();
+    unset.zero_grad(), explicit_decay.zero_grad(), own_default.zero_grad();
+  }
+  REQUIRE(a.to_vector<double>() == b.to_vector<double>());
+  REQUIRE(a.to_vector<double>() != c.to_vector<double>());
+  Tensor d = make();
+  REQUIRE(optim::Adam(G{{{{"w", d}}}}).param_groups()[0].weight_decay == 0.0);
+  REQUIRE(optim::SGD(G{{{{"w", d}}}}, 0.1).param_groups()[0].weight_decay == 0.0);
 }
 
 TEST_CASE("Optimizer skips parameters without a gradient and zero_grad drops gradients", "[optim]") {
