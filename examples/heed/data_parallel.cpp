@@ -48,8 +48,10 @@ bool job_ends_within(std::chrono::steady_clock::duration limit) {
 }  // namespace
 
 int on_processes(const std::function<int(dist::Communicator&)>& command) {
+  const auto stop_requested = [] { return g_stop_signal != 0; };
   if (!dist::launched_by_mpirun()) {
     dist::LocalCommunicator world;
+    world.set_stop_check(stop_requested);  // a step of many micro-batches polls it between them
     return command(world);
   }
   dist::Runtime runtime;
@@ -62,7 +64,7 @@ int on_processes(const std::function<int(dist::Communicator&)>& command) {
       ::close(fd);
     }
   }
-  world.set_stop_check([] { return g_stop_signal != 0; });
+  world.set_stop_check(stop_requested);
   // A failure ends the job at once from rank 0. Another rank first waits for rank 0: when rank 0
   // meets the same error (a refusal of the options, a checksum mismatch: every rank throws alike),
   // mpirun ends the job after rank 0's MPI_Abort, and this rank leaves without a word; an error of
@@ -136,10 +138,10 @@ double DataParallelStep::gradients(
   for (Generator* g : dropout_) dropout_at_start.push_back(g->state());
   const int64_t rows = batch * block;
   try {
-    world_.check_stop();
     std::vector<double> losses;
     const dist::Span mine = reducer_.local_micro_batches();
     for (int64_t i = mine.lo; i < mine.hi; ++i) {
+      world_.check_stop();  // each micro-batch: a step of --grad-accum 4096 runs for minutes
       xi_.assign(x.begin() + i * rows, x.begin() + (i + 1) * rows);
       yi_.assign(y.begin() + i * rows, y.begin() + (i + 1) * rows);
       streams_.begin_micro_batch(i);

@@ -30,7 +30,9 @@ nlohmann::json last_evaluation(const std::string& log, int64_t iter) {
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_object() || !j.contains("iter") || !j["iter"].is_number_integer()) continue;
-    if (!j.contains("train_loss") || !j.contains("val_loss")) continue;
+    // A line whose losses are not numbers (hand-edited, another tool's) is not an evaluation.
+    if (!j.contains("train_loss") || !j["train_loss"].is_number()) continue;
+    if (!j.contains("val_loss") || !j["val_loss"].is_number()) continue;
     if (iter >= 0 && j["iter"].get<int64_t>() > iter) continue;
     last = j;
   }

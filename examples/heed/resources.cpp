@@ -83,12 +83,14 @@ uint64_t parse_size(const std::string& text, const std::string& what) {
   }
   double scale = 1;
   const std::string unit = text.substr(used);
+  // K, M, G, T in either case (4g as 4G: ulimit's and Docker's habit), or with "iB".
   if (unit == "K" || unit == "k" || unit == "KiB") scale = 1024.0;
-  else if (unit == "M" || unit == "MiB") scale = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "M" || unit == "m" || unit == "MiB") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "t" || unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
   else if (!unit.empty()) used = 0;
-  if (used == 0 || !std::isfinite(v) || v <= 0 || v * scale >= 9.2e18)
+  // At least one byte: 0.5 or 1e-300 is not a limit (it used to become one of 0 bytes).
+  if (used == 0 || !std::isfinite(v) || v * scale < 1 || v * scale >= 9.2e18)
     throw UsageError(what + " '" + text + "': not a size (bytes, or a number with K, M, G or T: \"4G\")");
   return static_cast<uint64_t>(v * scale);
 }

@@ -49,23 +49,30 @@ bool exists(const std::string& path) {
   return fs::exists(fs::symlink_status(path, ec));
 }
 
-// The kind model.safetensors's metadata names, from its header alone (unknown if unreadable).
-RunKind model_kind(const std::string& path) {
+// A safetensors file's JSON header, read alone (a discarded value if it cannot be read or parsed).
+nlohmann::json safetensors_header(const std::string& path) {
   try {
     const std::string head = read_input_prefix(path, 8);
-    if (head.size() < 8) return RunKind::unknown;
+    if (head.size() < 8) return nlohmann::json::value_t::discarded;
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[i]);
-    if (n > (100u << 20)) return RunKind::unknown;
-    const std::string header = read_input_prefix(path, 8 + n).substr(8);
-    const auto j = nlohmann::json::parse(header, nullptr, false);
-    if (!j.is_object() || !j.contains("__metadata__") || !j["__metadata__"].is_object()) return RunKind::unknown;
-    if (j["__metadata__"].contains("seq2seq")) return RunKind::seq2seq;
-    if (j["__metadata__"].contains("config")) return RunKind::gpt;
+    if (n > (100u << 20)) return nlohmann::json::value_t::discarded;
+    return nlohmann::json::parse(read_input_prefix(path, 8 + n).substr(8), nullptr, false);
   } catch (const Error&) {
   }
+  return nlohmann::json::value_t::discarded;
+}
+
+// The kind a checkpoint's header names in its metadata (unknown if unreadable or none).
+RunKind header_kind(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("__metadata__") || !j["__metadata__"].is_object()) return RunKind::unknown;
+  if (j["__metadata__"].contains("seq2seq")) return RunKind::seq2seq;
+  if (j["__metadata__"].contains("config")) return RunKind::gpt;
   return RunKind::unknown;
 }
+
+// The kind model.safetensors's metadata names, from its header alone (unknown if unreadable).
+RunKind model_kind(const std::string& path) { return header_kind(safetensors_header(path)); }
 
 // A log's kind from its first line: seq2seq logs exact match.
 RunKind log_kind(const std::string& path) {
@@ -76,6 +83,32 @@ RunKind log_kind(const std::string& path) {
   } catch (const Error&) {
   }
   return RunKind::unknown;
+}
+
+// Whether a file at one of a run's paths was evidently not written by heed: a config.toml without
+// heed's first line, a log.jsonl whose first line is not an object with "iter", a model.safetensors
+// whose header parses but names no heed model. heed would replace such a file (or remove it with
+// --overwrite), so it is refused instead. A file that cannot be read or parsed is not foreign:
+// heed writes atomically, so that is rather a damaged file of heed's, which --overwrite may remove.
+bool foreign(const std::string& path) {
+  try {
+    if (path.ends_with("config.toml")) {
+      const std::string head = read_input_prefix(path, 256);
+      return !head.empty() && head.rfind(std::string("# ") + kRunConfigTitle, 0) != 0;
+    }
+    if (path.ends_with("log.jsonl")) {
+      const std::string head = read_input_prefix(path, 4096);
+      if (head.empty()) return false;
+      const auto j = nlohmann::json::parse(head.substr(0, head.find('\n')), nullptr, false);
+      return !j.is_discarded() && !(j.is_object() && j.contains("iter"));
+    }
+    if (path.ends_with("model.safetensors") || path.ends_with("best.safetensors")) {
+      const nlohmann::json j = safetensors_header(path);
+      return j.is_object() && header_kind(j) == RunKind::unknown;
+    }
+  } catch (const Error&) {
+  }
+  return false;
 }
 
 // The temporary files (`<run file>.tmp.<pid>`) a killed run left; those of live processes stay.
@@ -173,8 +206,12 @@ RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, c
 
 void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& command) {
   const std::string& dir = dir_;
-  found_ = run_kind(dir);
   const std::string out = "--out " + dir;
+  for (const std::string& file : run_files(dir))
+    if (exists(file) && foreign(file))
+      throw UsageError(out + ": " + file + " was not written by heed, and " + command +
+                       " writes its own there; move it, or choose another --out");
+  found_ = run_kind(dir);
   if (found_ != RunKind::none && found_ != kind && found_ != RunKind::unknown)
     throw UsageError(out + " holds " + describe(found_) + ", which " + command +
                      " never replaces; choose another --out");
@@ -186,12 +223,17 @@ void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& com
                      "add --resume to continue it, " +
                      "add --overwrite to start over there, or choose another --out");
   remove_stale_temp_files(dir);
-  if (mode == OutMode::overwrite)
-    for (const std::string& file : run_files(dir)) {
-      std::error_code ec;
-      fs::remove(file, ec);
-      HEED_CHECK(!ec, file, ": cannot remove the old run's file (", ec.message(), ")");
-    }
+  mode_ = mode;
+}
+
+void RunDirectory::clear_old_run() {
+  if (mode_ != OutMode::overwrite) return;
+  for (const std::string& file : run_files(dir_)) {
+    std::error_code ec;
+    fs::remove(file, ec);
+    HEED_CHECK(!ec, file, ": cannot remove the old run's file (", ec.message(), ")");
+  }
+  mode_ = OutMode::fresh;  // once
 }
 
 RunDirectory::~RunDirectory() {

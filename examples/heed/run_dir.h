@@ -3,8 +3,10 @@
 //     second writer is refused with a message naming the first; the kernel drops the lock when
 //     its process dies, however it dies, so a killed run never blocks the next one;
 //   - refuse a DIR that already holds a run, unless --resume (continue it: `train` only) or
-//     --overwrite (start over: the old run's files are removed first) says what to do;
-//   - never touch a run of the other kind (a GPT run and a seq2seq run), whatever the flags.
+//     --overwrite (start over: the old run's files are removed before the new run writes, once
+//     everything that can refuse it, such as its corpus, has been checked) says what to do;
+//   - never touch a run of the other kind (a GPT run and a seq2seq run), whatever the flags, nor a
+//     file heed did not write at one of a run's paths (a user's own config.toml, say).
 #pragma once
 
 #include <memory>
@@ -23,6 +25,8 @@ std::string plot_path(const std::string& dir);
 std::string best_model_path(const std::string& dir);
 /// Every file a run writes into its directory (the ones above), for "is this one of them" checks.
 std::vector<std::string> run_files(const std::string& dir);
+/// The first line of the config.toml heed train writes, after "# ": what marks that file as heed's.
+inline constexpr const char* kRunConfigTitle = "The options of the heed train run in this directory (written by heed).";
 
 /// What a directory holds.
 enum class RunKind { none, gpt, seq2seq, unknown };
@@ -43,8 +47,8 @@ class RunDirectory {
  public:
   /// Creates `dir` if needed, checks files can be created in it, takes its lock (heed::Error naming
   /// the holder if another process has it), then applies `mode` for a run of `kind` (UsageError
-  /// naming --out and what the directory holds), removes the temporary files a killed run left,
-  /// and with `overwrite` the old run's files. `command` ("heed train") goes into the lock file.
+  /// naming --out and what the directory holds) and removes the temporary files a killed run left.
+  /// `command` ("heed train") goes into the lock file.
   RunDirectory(const std::string& dir, RunKind kind, OutMode mode, const std::string& command);
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;
@@ -53,10 +57,15 @@ class RunDirectory {
   const std::string& path() const { return dir_; }
   /// What the directory held when it was opened.
   RunKind found() const { return found_; }
+  /// With --overwrite, removes the old run's files (nothing otherwise). The command calls it after
+  /// everything that can still refuse the new run (its corpus, its memory) and before its first
+  /// write, so a refused --overwrite leaves the old run as it was.
+  void clear_old_run();
 
  private:
   void apply_mode(RunKind kind, OutMode mode, const std::string& command);
   std::string dir_;
+  OutMode mode_ = OutMode::fresh;
   int lock_fd_ = -1;
   RunKind found_ = RunKind::none;
 };

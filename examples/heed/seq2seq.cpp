@@ -148,6 +148,7 @@ int run_seq2seq(const Seq2SeqRequest& req) {
   model.train();
   optim::AdamW opt = seq2seq_optimizer(model, o);
   TrainingStep step(model, opt, {o.lr, o.min_lr, o.warmup_iters, o.lr_decay_iters}, 1.0);
+  if (run_dir) run_dir->clear_old_run();  // --overwrite: only now, with nothing left to refuse the run
   double interval_loss = 0;
   int64_t interval_steps = 0, it = 0;
   const std::string log_file = o.out.empty() ? std::string() : log_path(o.out);

@@ -1,6 +1,10 @@
 #include "stop.h"
 
+#include <atomic>
+#include <cstdint>
+
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dist/runtime.h"
@@ -27,15 +31,44 @@ void say_stopped(int sig) {
 // the later signals belong to the same request and must not cut rank 0's save short.
 bool g_under_mpirun = false;
 
+// One request can arrive twice: GNU timeout signals its child and then its own process group
+// (the child again), and a wrapper that forwards Ctrl-C to a child in the terminal's group doubles
+// it too. A repeat of the first signal within kRepeatWindowNs is taken as that same request, not
+// as the second signal that ends the process unsaved. A different signal, or the same one later,
+// is a second request.
+constexpr int64_t kRepeatWindowNs = 500'000'000;
+std::atomic<int64_t> g_first_signal_ns{0};  // lock-free: a signal handler may read and write it
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+
+int64_t monotonic_ns() {  // clock_gettime is async-signal-safe (POSIX)
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// "heed: second signal N: stopped at once, nothing more saved\n", async-signal-safe.
+void say_stopped_at_once(int sig) {
+  char text[80] = "heed: second signal ";
+  size_t n = sizeof "heed: second signal " - 1;
+  if (sig >= 10) text[n++] = static_cast<char>('0' + sig / 10 % 10);
+  text[n++] = static_cast<char>('0' + sig % 10);
+  constexpr char rest[] = ": stopped at once, nothing more saved\n";
+  for (size_t i = 0; i + 1 < sizeof rest; ++i) text[n++] = rest[i];
+  if (::write(STDERR_FILENO, text, n) < 0) return;
+}
+
 void on_stop_signal(int sig) {
   if (g_stop_signal) {
     if (g_under_mpirun) return;
+    if (sig == g_stop_signal && monotonic_ns() - g_first_signal_ns.load() < kRepeatWindowNs) return;
+    say_stopped_at_once(sig);
     _exit(128 + sig);  // the second signal: no more waiting
   }
   if (g_exit_at_once) {  // a read-only phase: nothing to save
     say_stopped(sig);
     _exit(128 + sig);
   }
+  g_first_signal_ns.store(monotonic_ns());
   g_stop_signal = sig;
 }
 

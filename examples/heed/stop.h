@@ -2,7 +2,9 @@
 // command polls it (training steps, evaluation batches, each generated character, decoding steps,
 // file chunks), so a stop is honoured within one unit of work: training saves a checkpoint first,
 // then the command exits 128+N. A second signal ends the process at once (exit 128+N, nothing
-// more saved; the last complete checkpoint stays, as every file is written atomically). Under
+// more saved; the last complete checkpoint stays, as every file is written atomically); the same
+// signal again within half a second is the first request delivered twice (GNU timeout sends it to
+// its child and to its process group), not a second one. Under
 // mpirun, SIGCONT is a stop signal too (Ctrl-C to mpirun reaches the ranks as SIGCONT, then SIGTERM),
 // and later signals are ignored: mpirun's SIGKILL follows anyway.
 #pragma once

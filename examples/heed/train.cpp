@@ -104,7 +104,7 @@ Corpus load_corpus(const std::string& path, int64_t block_size, const Vocab* fix
 std::string size_flags(const TrainOptions& o) {
   return "--n-layer " + std::to_string(o.n_layer) + " --n-embd " + std::to_string(o.n_embd) + " --n-head " +
          std::to_string(o.n_head) + " --block-size " + std::to_string(o.block_size) + " --batch-size " +
-         std::to_string(o.batch_size);
+         std::to_string(o.batch_size) + (o.grad_accum > 1 ? " --grad-accum " + std::to_string(o.grad_accum) : "");
 }
 
 // The memory reading --data takes; a file too large on its own is the file's fault, named as such
@@ -115,10 +115,13 @@ double corpus_memory(const std::string& data) {
   return kCorpusBytesPerByte * size;
 }
 
-// Refuses options whose model and batch would not fit, for a vocabulary of `vocab` characters.
+// Refuses options whose model and batch would not fit, for a vocabulary of `vocab` characters:
+// the model with one micro-batch's activations, and the ids of the whole step's batch (inputs and
+// targets, int32, --grad-accum micro-batches drawn at once).
 void check_training_memory(const TrainOptions& o, int64_t vocab, double more = 0) {
-  require_memory(gpt_training_bytes(gpt_config(o, vocab), o.batch_size) + more, "the model and batch (" + size_flags(o) + ")",
-                 true);
+  const double step_ids_bytes = 2.0 * 4.0 * double(o.grad_accum) * double(o.batch_size) * double(o.block_size);
+  require_memory(gpt_training_bytes(gpt_config(o, vocab), o.batch_size) + step_ids_bytes + more,
+                 "the model and batch (" + size_flags(o) + ")", true);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -588,6 +591,7 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
     trainer.init_weights(*init->model);
     init.reset();
   }
+  if (run_dir) run_dir->clear_old_run();  // --overwrite: only now, with nothing left to refuse the run
   LoopState loop;
   if (req.resume) {
     trainer.restore(state, record, what_state);
@@ -606,7 +610,7 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
   loop.start = now_s() - record.elapsed_s;
   // The effective options, so the run can be repeated (heed train --config DIR/config.toml).
   loop.config = config_toml(train_option_table(), o,
-                                    "The options of the heed train run in this directory (written by heed).\n"
+                                    std::string(kRunConfigTitle) + "\n"
                                     "Repeat it: heed train --config THIS_FILE --out NEW_DIR\n"
                                     "Continue it: heed train --config THIS_FILE --resume");
 

@@ -56,6 +56,9 @@ TEST_CASE("resources: oversized flags of every subcommand are refused in under a
       {cat(train, {"--n-layer", "1024", "--n-embd", "8192"}), {"--n-layer 1024", "needs about"}},
       {cat(train, {"--batch-size", "1000000000"}), {"--batch-size 1000000000", "needs about"}},
       {cat(train, {"--block-size", "1048576", "--batch-size", "64"}), {"--block-size 1048576", "needs about"}},
+      // the step's batch of ids is drawn whole: --grad-accum multiplies it (before, it was left out)
+      {cat(train, {"--block-size", "256", "--batch-size", "256", "--grad-accum", "1000000"}),
+       {"--grad-accum 1000000", "needs about"}},
       {{"bench", "--data", fx.corpus, "--batch-size", "100000000", "--block-size", "4096"}, {"--batch-size 100000000"}},
       {{"sample", "--checkpoint", fx.ckpt, "--tokens", "100000000"}, {"--tokens 100000000"}},
       {{"seq2seq", "--task", "copy", "--batch-size", "1000000"}, {"--batch-size 1000000", "needs about"}},
@@ -124,10 +127,15 @@ TEST_CASE("resources: the memory limit is the system's, or --memory-limit / HEED
   // a limit under a MiB is printed as it is, not as "0 MiB"
   require_clean_error(run_heed(cat(train, {"--memory-limit", "1K"})), 2, {"1 KiB limit"});
   require_clean_error(run_heed(cat(train, {"--memory-limit", "100"})), 2, {"100 bytes limit"});
+  // units in either case; under a byte is no limit at all (it used to be a limit of 0 bytes)
+  require_clean_error(run_heed(cat(train, {"--memory-limit", "1k"})), 2, {"1 KiB limit"});
+  for (const char* tiny_limit : {"0.5", "1e-300", "0"})
+    require_clean_error(run_heed(cat(train, {"--memory-limit", tiny_limit})), 2, {"--memory-limit", "not a size"});
   // the flag wins over the environment
   require_ok(run_heed(cat(train, {"--memory-limit", "2G"}), tight));
   // without either, the machine's memory: the tiny run fits
   require_ok(run_heed(cat(train, {"--overwrite"})));
+  require_ok(run_heed(cat(train, {"--memory-limit", "2g", "--overwrite"})));  // a lower-case unit
 }
 
 TEST_CASE("resources: a never-ending device or a FIFO as an input is refused at once, never read", "[cli]") {

@@ -83,6 +83,49 @@ TEST_CASE("run dir: a second train into a run is refused unless --resume or --ov
   CHECK(iters == std::vector<int64_t>{0, 2});
 }
 
+// --overwrite removes the old run only once nothing can refuse the new one: a corpus refused for
+// its bytes or its length leaves the old run as it was (before, it left only the lock file).
+TEST_CASE("run dir: an --overwrite refused for its corpus leaves the old run as it was", "[cli]") {
+  Fixture fx;
+  const std::string run = fx.dir / "run";
+  require_ok(run_heed(tiny(fx.corpus, run)));
+  const auto before = snapshot(run);
+  const std::string bad = fx.dir / "bad.txt", short_text = fx.dir / "short.txt";
+  write_file(bad, "hello \xff world, and more text than a block of eight characters needs");
+  write_file(short_text, "abc");
+  require_clean_error(run_heed(cat(tiny(bad, run), {"--overwrite"})), 1, {"UTF-8"});
+  CHECK(snapshot(run) == before);
+  require_clean_error(run_heed(cat(tiny(short_text, run), {"--overwrite"})), 1, {"--block-size"});
+  CHECK(snapshot(run) == before);
+  require_ok(run_heed(cat(tiny(fx.corpus, run, 2), {"--overwrite"})));  // and a good one still starts over
+  CHECK(snapshot(run) != before);
+}
+
+// A file at one of a run's paths that heed did not write (a project's own config.toml, another
+// tool's log or safetensors) is refused in every mode, --overwrite included, and kept byte for byte.
+TEST_CASE("run dir: a file heed did not write at a run's path is refused, --overwrite included, and kept", "[cli]") {
+  Fixture fx;
+  const std::vector<std::pair<std::string, std::string>> foreign = {
+      {"config.toml", "[tool]\nname = \"mine\"\n"}, {"log.jsonl", "{\"note\": \"my own log\"}\n"}};
+  for (const auto& [file, text] : foreign) {
+    INFO(file);
+    const std::string dir = fx.dir / ("proj_" + file);
+    fs::create_directories(dir);
+    write_file(dir + "/" + file, text);
+    for (const std::vector<std::string>& extra : {std::vector<std::string>{}, {"--overwrite"}}) {
+      require_clean_error(run_heed(cat(tiny(fx.corpus, dir), extra)), 2, {file, "not written by heed", "--out"});
+      CHECK(read_file(dir + "/" + file) == text);
+    }
+  }
+  const std::string dir = fx.dir / "proj_model";
+  fs::create_directories(dir);
+  heed::nn::save_safetensors(dir + "/model.safetensors", {{"w", heed::Tensor::zeros({2})}}, {});
+  const std::string model = read_file(dir + "/model.safetensors");
+  require_clean_error(run_heed(cat(tiny(fx.corpus, dir), {"--overwrite"})), 2, {"model.safetensors", "not written by heed"});
+  CHECK(read_file(dir + "/model.safetensors") == model);
+  // heed's own files of a run are still its own: --overwrite replaces them (the test above).
+}
+
 TEST_CASE("run dir: --config repeats a run elsewhere, never into the recorded directory unless told", "[cli]") {
   Fixture fx;
   const std::string a = fx.dir / "a", b = fx.dir / "b";

@@ -49,6 +49,23 @@ bool catches_signal(pid_t pid, int sig) {
   return (caught >> (sig - 1)) & 1ULL;
 }
 
+// Whether `sig` is pending for process `pid` (the SigPnd and ShdPnd masks of /proc/PID/status).
+bool signal_pending(pid_t pid, int sig) {
+  const std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  for (const char* field : {"SigPnd:", "ShdPnd:"}) {
+    const size_t at = status.find(field);
+    if (at != std::string::npos && (std::stoull(status.substr(at + 7, 32), nullptr, 16) >> (sig - 1)) & 1ULL) return true;
+  }
+  return false;
+}
+
+// Whether process `pid` is running (not a zombie waiting to be reaped).
+bool alive(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
 // Runs `args` (after heed), waits until `ready(pid, stdout so far)` holds, sends `sig`, and returns
 // the result with `seconds` measured from the signal.
 ProcessResult signal_when(const Fixture& fx, const std::vector<std::string>& args, int sig,
@@ -239,6 +256,58 @@ TEST_CASE("signals: seq2seq stops within a second in training (saving what --res
       CHECK(fs::exists(run + "/model.safetensors"));
     }
   }
+}
+
+// GNU timeout sends its signal to the child and then to its own process group, the child again;
+// a wrapper forwarding Ctrl-C doubles it too. The same signal twice at once is one request: the
+// run is saved and says so (before, 6 of 20 `timeout -s INT` runs ended unsaved and silent).
+TEST_CASE("signals: the same signal twice at once (as GNU timeout sends it) is one request, and the run is saved", "[cli]") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    Fixture fx;
+    const std::string run = fx.dir / "twice";
+    const std::string out = fx.dir / "out", err = fx.dir / "err";
+    write_file(out, "");
+    // A model whose checkpoint takes some milliseconds to write: the window of the second signal.
+    std::vector<std::string> args = endless_training(fx, run);
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--n-embd") args[i + 1] = "128";
+      if (args[i] == "--n-layer") args[i + 1] = "2";
+    }
+    const pid_t pid = spawn_process(cat({heed_exe()}, args), out, err);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!catches_signal(pid, sig) || read_file(out).find("iter 5:") == std::string::npos) {
+      if (waitpid(pid, nullptr, WNOHANG) != 0) FAIL("heed ended before the signal: " << read_file(out) << read_file(err));
+      REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    // Two kill()s in a row would merge into one pending signal: the second goes once the first has
+    // been delivered (no longer pending), while heed is saving, as timeout's second one does.
+    kill(pid, sig);
+    while (signal_pending(pid, sig)) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    CHECK(alive(pid));  // the second signal reaches the run before it has finished
+    kill(pid, sig);
+    ProcessResult r;
+    wait_process(pid, r, 30);
+    r.out = read_file(out);
+    r.err = read_file(err);
+    require_stopped(r, sig);
+    CHECK(r.out.find("stopped by signal " + std::to_string(sig) + " at iteration") != std::string::npos);
+    CHECK(state_iter(run) > 5);
+  }
+}
+
+// --grad-accum runs its micro-batches inside one step; a stop is honoured between two of them
+// (the step is abandoned: the checkpoint is the last whole step's). Before, a step of 4096
+// micro-batches kept heed running for minutes after SIGTERM.
+TEST_CASE("signals: a stop inside a step of many micro-batches (--grad-accum) is honoured within a second", "[cli]") {
+  Fixture fx;
+  const std::string run = fx.dir / "accum";
+  std::vector<std::string> args = endless_training(fx, run);
+  for (const char* more : {"--grad-accum", "200000"}) args.push_back(more);
+  const ProcessResult r = signal_during(fx, args, SIGINT, after("heed train:", 300));
+  require_stopped(r, SIGINT);
+  CHECK(state_iter(run) == 0);  // the first step (minutes long) was abandoned
 }
 
 TEST_CASE("signals: a second signal ends heed at once, saving nothing more", "[cli]") {

@@ -822,6 +822,15 @@ TEST_CASE("heed inspect: config, vocabulary, parameters, iteration and last loss
   CHECK(human.out.find("last eval:  iter 12: train loss") != std::string::npos);
 
   require_clean_error(run_heed({"inspect", dir / "corpus.txt"}), 1, {"corpus.txt"});
+
+  // A log line whose losses are not numbers (hand-edited, another tool's) is not an evaluation:
+  // inspect reports the last one that is (before, it failed with nlohmann's type error).
+  const std::string log = dir / "run/log.jsonl";
+  write_file(log, read_file(log) + "{\"iter\": 12, \"train_loss\": \"x\", \"val_loss\": 2}\n" +
+                      "{\"iter\": 12, \"train_loss\": 1.5, \"val_loss\": null}\n");
+  ProcessResult edited = run_heed({"inspect", ckpt, "--json"});
+  require_ok(edited);
+  CHECK(json::parse(edited.out)["last_eval"] == evals.back());
 }
 
 TEST_CASE("heed --version, and plain heed prints the help", "[cli]") {

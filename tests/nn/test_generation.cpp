@@ -211,6 +211,10 @@ TEST_CASE("sample_token: greedy, temperature and top-k", "[generation]") {
   // p(1) / p(3) = e^0.1 = 1.105: about 1050 against 950.
   CHECK(counts[1] > 950);
   CHECK(counts[3] > 850);
+  // A temperature whose logit / temperature overflows is the greedy limit, not NaN weights (whose
+  // draw fell on the last candidate).
+  CHECK(nn::sample_token({0.1, 3.0, -2.0, 2.9}, 1e-310, 0, gen) == 1);
+  CHECK(nn::sample_token({-5.0, -3.0, -4.0}, 1e-310, 0, gen) == 1);
   CHECK_THROWS(nn::sample_token({}, 1.0, 0, gen));
   CHECK_THROWS(nn::sample_token({1.0}, -1.0, 0, gen));
 }
