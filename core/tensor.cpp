@@ -330,11 +330,13 @@ void Tensor::fill_(double value) {
 // autograd-facing members
 
 Tensor& Tensor::requires_grad_(bool on) {
-  // Either way only on a leaf, as torch: clearing the flag of an op's output would silently cut
-  // the gradient's path through it (detach() is the way to do that on purpose).
-  HEED_CHECK(impl().grad_fn == nullptr, "requires_grad_: only leaf tensors can be ",
-             on ? "marked" : "unmarked", " (this one was produced by ", impl().grad_fn ? impl().grad_fn->name() : "?",
-             "); use detach() first");
+  // An op's output already requires grad: marking it is a no-op, and clearing its flag is an
+  // error, as torch's (it would silently cut the gradient's path; detach() does that on purpose).
+  if (impl().grad_fn) {
+    HEED_CHECK(on, "requires_grad_(false): only leaf tensors can be unmarked (this one was produced by ",
+               impl().grad_fn->name(), "); use detach()");
+    return *this;
+  }
   HEED_CHECK(!on || is_floating(dtype()), "requires_grad_: only float tensors can require gradients, this one is ",
              dtype_name(dtype()));
   impl().requires_grad = on;
@@ -380,6 +382,7 @@ Tensor Tensor::to(DType d) const {
 static std::string element_text(double v, bool whole) {
   char buf[48];
   if (std::isnan(v)) return "nan";  // whatever its sign bit, as torch prints it
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   if (whole) std::snprintf(buf, sizeof buf, "%.0f.", v);
   else std::snprintf(buf, sizeof buf, "%.4f", v);
   return buf;
@@ -390,7 +393,7 @@ static std::string element_text(double v, bool whole) {
 static void print_nested(std::ostream& os, const std::vector<std::string>& text, const Shape& shape, size_t d,
                          int64_t start, size_t width, bool summarize) {
   if (d == shape.size()) {
-    os << std::string(width - text[start].size(), ' ') << text[start];
+    os << std::string(width > text[start].size() ? width - text[start].size() : 0, ' ') << text[start];
     return;
   }
   const int64_t n = shape[d], inner = numel_of(Shape(shape.begin() + d + 1, shape.end()));
@@ -413,17 +416,20 @@ static void print_nested(std::ostream& os, const std::vector<std::string>& text,
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   std::vector<std::string> text;
+  size_t width = 0;  // as torch's formatter: the widest finite value's (nan and inf are not padded to)
   if (is_floating(t.dtype())) {
     const std::vector<double> v = t.to_vector<double>();
     bool whole = true;
-    for (double x : v) whole = whole && std::isfinite(x) && x == std::floor(x);
-    for (double x : v) text.push_back(element_text(x, whole));
+    for (double x : v) whole = whole && (!std::isfinite(x) || x == std::floor(x));  // torch: nan, inf aside
+    for (double x : v) {
+      text.push_back(element_text(x, whole));
+      if (std::isfinite(x)) width = std::max(width, text.back().size());
+    }
   } else {  // integers read as int64, exact past 2^53
     for (int64_t x : t.to_vector<int64_t>())
       text.push_back(t.dtype() == DType::boolean ? (x != 0 ? "True" : "False") : std::to_string(x));
+    for (const std::string& s : text) width = std::max(width, s.size());
   }
-  size_t width = 0;
-  for (const std::string& s : text) width = std::max(width, s.size());
   os << "tensor(";
   print_nested(os, text, t.shape(), 0, 0, width, t.numel() > 1000);
   if (t.dtype() != DType::f32 && t.dtype() != DType::i64 && t.dtype() != DType::boolean)

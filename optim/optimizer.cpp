@@ -36,6 +36,7 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
     : name_(name), groups_(std::move(groups)), tensor_entries_(std::move(tensor_entries)),
       scalar_entries_(std::move(scalar_entries)) {
   set_lr(lr);
+  HEED_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, name_, ": invalid weight_decay ", weight_decay);
   std::set<std::string> names;
   std::unordered_set<const TensorImpl*> impls;
   for (size_t g = 0; g < groups_.size(); ++g) {

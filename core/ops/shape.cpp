@@ -168,6 +168,8 @@ Tensor expand(const Tensor& a, const Shape& requested) {
                to_string(a.shape()), ")");
     shape[i] = a.shape()[i - lead];
   }
+  for (int64_t size : shape)
+    HEED_CHECK(size >= 0, "expand: size ", size, " in ", to_string(requested), " (only -1 may be negative)");
   HEED_CHECK(broadcast_shapes(a.shape(), shape, "expand") == shape, "expand: cannot expand ",
              to_string(a.shape()), " to ", to_string(requested));
   if (a.shape() == shape) return a;

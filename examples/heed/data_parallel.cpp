@@ -52,7 +52,12 @@ int on_processes(const std::function<int(dist::Communicator&)>& command) {
   if (!dist::launched_by_mpirun()) {
     dist::LocalCommunicator world;
     world.set_stop_check(stop_requested);  // a step of many micro-batches polls it between them
-    return command(world);
+    try {
+      return command(world);
+    } catch (const dist::Stopped&) {  // not caught by the command (heed bench): the stop it is
+      if (g_stop_signal) throw Stopped(g_stop_signal);
+      throw;
+    }
   }
   dist::Runtime runtime;
   dist::Communicator& world = runtime.world();

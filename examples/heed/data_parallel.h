@@ -37,8 +37,9 @@ namespace heed::cli {
 /// MSG" otherwise; another rank only if mpirun has not begun to end the job ten seconds later, so
 /// that an error every rank meets is printed once, by rank 0 (the others leave without a word).
 /// A stop (exit code above 128) ends the process at once, without MPI_Finalize (mpirun kills the
-/// ranks two seconds after Ctrl-C, and finalizing then takes longer). Without mpirun it only
-/// calls `command` with a one-process world and loads no MPI library.
+/// ranks two seconds after Ctrl-C, and finalizing then takes longer). Without mpirun it calls
+/// `command` with a one-process world whose waits and steps poll the stop signal (a dist::Stopped
+/// the command lets through becomes the Stopped of that signal), and loads no MPI library.
 int on_processes(const std::function<int(dist::Communicator&)>& command);
 
 /// The processes mpirun started on this host (1 without mpirun): `--threads 0` gives each its share

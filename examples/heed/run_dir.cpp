@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "io.h"
 #include "seq2seq_state.h"
+#include "svg.h"
 
 namespace heed::cli {
 
@@ -87,11 +88,18 @@ RunKind log_kind(const std::string& path) {
 
 // Whether a file at one of a run's paths was evidently not written by heed: a config.toml without
 // heed's first line, a log.jsonl whose first line is not an object with "iter", a model.safetensors
-// whose header parses but names no heed model. heed would replace such a file (or remove it with
-// --overwrite), so it is refused instead. A file that cannot be read or parsed is not foreign:
-// heed writes atomically, so that is rather a damaged file of heed's, which --overwrite may remove.
-bool foreign(const std::string& path) {
+// whose header parses but names no heed model, a loss.svg without heed's signature. heed would
+// replace such a file (or remove it with --overwrite), so it is refused instead. A file that cannot
+// be read or parsed is not foreign: heed writes atomically, so that is rather a damaged file of
+// heed's, which --overwrite may remove. Next to heed's own training state or model, a config.toml
+// or log.jsonl is that run's, edited or not (checkpoint-format.md: config.toml may be hand-edited).
+bool foreign(const std::string& path, bool beside_heeds_run) {
   try {
+    if (path.ends_with("loss.svg")) {
+      const std::string head = read_input_prefix(path, 64);
+      return !head.empty() && head.rfind(kSvgSignature, 0) != 0;
+    }
+    if (beside_heeds_run) return false;
     if (path.ends_with("config.toml")) {
       const std::string head = read_input_prefix(path, 256);
       return !head.empty() && head.rfind(std::string("# ") + kRunConfigTitle, 0) != 0;
@@ -207,8 +215,10 @@ RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, c
 void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& command) {
   const std::string& dir = dir_;
   const std::string out = "--out " + dir;
+  const bool beside_heeds_run = exists(state_path(dir)) || exists(seq2seq_state_path(dir)) ||
+                                model_kind(model_path(dir)) != RunKind::unknown;
   for (const std::string& file : run_files(dir))
-    if (exists(file) && foreign(file))
+    if (exists(file) && foreign(file, beside_heeds_run))
       throw UsageError(out + ": " + file + " was not written by heed, and " + command +
                        " writes its own there; move it, or choose another --out");
   found_ = run_kind(dir);

@@ -106,7 +106,9 @@ TEST_CASE("run dir: an --overwrite refused for its corpus leaves the old run as 
 TEST_CASE("run dir: a file heed did not write at a run's path is refused, --overwrite included, and kept", "[cli]") {
   Fixture fx;
   const std::vector<std::pair<std::string, std::string>> foreign = {
-      {"config.toml", "[tool]\nname = \"mine\"\n"}, {"log.jsonl", "{\"note\": \"my own log\"}\n"}};
+      {"config.toml", "[tool]\nname = \"mine\"\n"},
+      {"log.jsonl", "{\"note\": \"my own log\"}\n"},
+      {"loss.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"><text>mine</text></svg>\n"}};
   for (const auto& [file, text] : foreign) {
     INFO(file);
     const std::string dir = fx.dir / ("proj_" + file);
@@ -123,7 +125,16 @@ TEST_CASE("run dir: a file heed did not write at a run's path is refused, --over
   const std::string model = read_file(dir + "/model.safetensors");
   require_clean_error(run_heed(cat(tiny(fx.corpus, dir), {"--overwrite"})), 2, {"model.safetensors", "not written by heed"});
   CHECK(read_file(dir + "/model.safetensors") == model);
-  // heed's own files of a run are still its own: --overwrite replaces them (the test above).
+  // heed's own files of a run are still its own, its config.toml edited by hand included: --resume
+  // continues such a run and --overwrite starts it over.
+  const std::string run = fx.dir / "edited";
+  require_ok(run_heed(tiny(fx.corpus, run)));
+  std::string config = read_file(run + "/config.toml");
+  config = config.substr(config.find("\n\n") + 2);  // heed's header comment gone
+  write_file(run + "/config.toml", config);
+  require_ok(run_heed({"train", "--resume", "--out", run, "--max-iters", "6", "--threads", "1", "--sample-tokens", "0"}));
+  write_file(run + "/config.toml", config);
+  require_ok(run_heed(cat(tiny(fx.corpus, run, 2), {"--overwrite"})));
 }
 
 TEST_CASE("run dir: --config repeats a run elsewhere, never into the recorded directory unless told", "[cli]") {

@@ -308,6 +308,11 @@ TEST_CASE("signals: a stop inside a step of many micro-batches (--grad-accum) is
   const ProcessResult r = signal_during(fx, args, SIGINT, after("heed train:", 300));
   require_stopped(r, SIGINT);
   CHECK(state_iter(run) == 0);  // the first step (minutes long) was abandoned
+  // bench, which saves nothing: exit 128+N too (not "heed: error", exit 1)
+  const ProcessResult b = signal_during(
+      fx, cat({"bench", "--data", fx.corpus, "--grad-accum", "200000", "--iters", "1"}, kTinyModel), SIGINT, after_ms(500));
+  require_stopped(b, SIGINT);
+  CHECK(b.err.find("error") == std::string::npos);
 }
 
 TEST_CASE("signals: a second signal ends heed at once, saving nothing more", "[cli]") {

@@ -78,13 +78,16 @@ TEST_CASE("backward on a tensor that needs no gradient is an error", "[autograd]
   REQUIRE_THROWS_WITH(sum(x).backward(), Catch::Contains("does not require grad"));
 }
 
-TEST_CASE("only leaves can be marked requires_grad", "[autograd]") {
+TEST_CASE("an op's output can be marked requires_grad (a no-op) but not unmarked, as torch", "[autograd]") {
   Tensor x = randn64({2}, 3);
   Tensor y = x * 2.0;
-  REQUIRE_THROWS_WITH(y.requires_grad_(), Catch::Contains("leaf"));
-  // Nor unmarked, as torch: that would silently cut the gradient's path through y.
+  y.requires_grad_();  // torch: y.requires_grad_() on a non-leaf does nothing
+  REQUIRE(y.grad_fn());
+  // Unmarking it would silently cut the gradient's path through y: an error, as torch's.
   REQUIRE_THROWS_WITH(y.requires_grad_(false), Catch::Contains("leaf"));
   REQUIRE(y.requires_grad());
+  sum(y * 3.0).backward();
+  REQUIRE(x.grad().to_vector<double>() == std::vector<double>{6.0, 6.0});
   Tensor leaf = randn64({2}, 4);
   leaf.requires_grad_(false);
   REQUIRE_FALSE(leaf.requires_grad());

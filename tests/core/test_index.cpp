@@ -110,6 +110,9 @@ TEST_CASE("copies and prints keep int64 values past 2^53, and NaN prints as nan"
   CHECK(printed(a) == "tensor([[9007199254740993,                1],\n        [               2,                3]])");
   const double nan = std::numeric_limits<double>::quiet_NaN();
   CHECK(printed(Tensor::from_vector({-nan, 1.5}, {2})) == "tensor([   nan, 1.5000])");
+  // torch 1.13: print(torch.tensor([1., float('nan'), -float('inf')])) -> tensor([1., nan, -inf])
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(printed(Tensor::from_vector({1.0, nan, -inf}, {3})) == "tensor([1., nan, -inf])");
 }
 
 TEST_CASE("where and masked_fill: values and float64 gradients", "[index]") {

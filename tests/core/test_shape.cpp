@@ -209,6 +209,7 @@ TEST_CASE("shape op errors name the op and the shape", "[shape]") {
   REQUIRE_THROWS_WITH(expand(x, {2, 5, 4}), NAMES("expand", "[2, 3, 4]"));
   REQUIRE_THROWS_WITH(expand(x, {3, 4}), NAMES("expand", "[2, 3, 4]"));
   REQUIRE_THROWS_WITH(expand(x, {-1, 2, 3, 4}), NAMES("expand", "-1"));
+  REQUIRE_THROWS_WITH(expand(Tensor::zeros({3, 1}), {3, -2}), NAMES("expand", "-2"));
 }
 
 // torch: x.expand(-1, 4) keeps x's size on that axis; a new leading axis cannot be -1.
