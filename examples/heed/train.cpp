@@ -574,6 +574,9 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
   const AutocastBF16 autocast(precision_is_bf16(o.precision));  // the run's, recorded with its recipe
   apply_threads(o.threads);
 
+  // Reading the corpus and building the model write nothing and poll no stop (encoding and copying
+  // a corpus of hundreds of MB takes seconds): a stop there ends heed at once.
+  std::optional<ExitAtOnceOnStop> only_reading(std::in_place);
   // The corpus, then the memory the whole run needs.
   const double corpus_bytes = corpus_memory(o.data);
   check_training_memory(o, 1, corpus_bytes);
@@ -591,11 +594,14 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
     trainer.init_weights(*init->model);
     init.reset();
   }
+  if (req.resume) {
+    trainer.restore(state, record, what_state);  // still only reading (a 100M-parameter state: seconds)
+    state = {};
+  }
+  only_reading.reset();
   if (run_dir) run_dir->clear_old_run();  // --overwrite: only now, with nothing left to refuse the run
   LoopState loop;
   if (req.resume) {
-    trainer.restore(state, record, what_state);
-    state = {};
     loop.eval_done = record.eval_done;
     loop.last_eval = record.last_eval;
     loop.best_val_loss = record.best_val_loss;
@@ -674,9 +680,11 @@ int bench_on(const TrainOptions& flags, dist::Communicator& world) {
   check_training_memory(o, 1, corpus_memory(o.data));
   const AutocastBF16 autocast(precision_is_bf16(o.precision));
   apply_threads(o.threads);
+  std::optional<ExitAtOnceOnStop> only_reading(std::in_place);  // as in train: nothing written, no stop polled
   Corpus corpus = load_corpus(o.data, o.block_size);
   check_training_memory(o, corpus.vocab.size());
   Trainer trainer(o, std::move(corpus), world);
+  only_reading.reset();
   const int warmup = 3;
   std::vector<double> times, reduce_in_backward, reduce_after_backward;
   Profiler profiler;
