@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
 #include "io.h"
 #include "nn/gpt_checkpoint.h"
+#include "stop.h"
 
 namespace heed::cli {
 
@@ -43,6 +45,9 @@ nlohmann::json last_evaluation(const std::string& log, int64_t iter) {
 
 int run_inspect(const std::string& checkpoint, bool as_json) {
   if (checkpoint.empty()) throw UsageError("inspect: give a checkpoint (model.safetensors)");
+  // Reading and parsing a large checkpoint polls no stop, and writes nothing: a stop ends it at once
+  // (before, a SIGINT during the parse of a 403 MB file was ignored and inspect exited 0).
+  std::optional<ExitAtOnceOnStop> only_reading(std::in_place);
   const std::string bytes = read_input_file(checkpoint, 4.0);
   const nn::LoadedGPT loaded =
       nn::load_gpt_checkpoint_from_bytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), checkpoint);
@@ -57,6 +62,7 @@ int run_inspect(const std::string& checkpoint, bool as_json) {
   }
   const std::string log = (std::filesystem::path(checkpoint).parent_path() / "log.jsonl").string();
   const nlohmann::json last = last_evaluation(log, iter);
+  only_reading.reset();
   nlohmann::json out = {{"checkpoint", checkpoint},
                         {"config", nlohmann::json::parse(nn::gpt_config_json(c))},
                         {"vocab", loaded.vocab_utf8},

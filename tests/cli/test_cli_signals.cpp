@@ -402,7 +402,7 @@ std::string big_checkpoint(const Fixture& fx) {
 
 }  // namespace
 
-TEST_CASE("signals: loading a large checkpoint stops within a second (sample, eval, attention)", "[cli]") {
+TEST_CASE("signals: loading a large checkpoint stops within a second (sample, eval, attention, inspect)", "[cli]") {
   Fixture fx;
   const std::string big = big_checkpoint(fx);
   // It is valid: a usage error after loading shows it (the prompt has a character outside the vocabulary).
@@ -418,7 +418,8 @@ TEST_CASE("signals: loading a large checkpoint stops within a second (sample, ev
       for (const auto& args : std::vector<std::vector<std::string>>{
                {"sample", "--checkpoint", big, "--tokens", "2", "--threads", "1"},
                {"eval", "--checkpoint", big, "--data", fx.corpus, "--threads", "1"},
-               {"attention", "--checkpoint", big, "--text", "abc", "--out", fx.dir / "big.svg"}}) {
+               {"attention", "--checkpoint", big, "--text", "abc", "--out", fx.dir / "big.svg"},
+               {"inspect", big}}) {
         const ProcessResult r = signal_when(fx, args, sig, resident_at_least(static_cast<int64_t>(share * file_bytes)));
         require_stopped(r, sig);
         CHECK(r.err == "heed: stopped by signal " + std::to_string(sig) + "\n");
