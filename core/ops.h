@@ -27,6 +27,8 @@ Tensor div(const Tensor& a, double s);  ///< a / s, correctly rounded (not a * (
 Tensor rsub(double s, const Tensor& a);  ///< s - a
 Tensor rdiv(double s, const Tensor& a);  ///< s / a
 Tensor neg(const Tensor& a);
+/// |a| (|-0| = +0), with gradient sign(a) (0 at 0, as torch).
+Tensor abs(const Tensor& a);
 Tensor pow(const Tensor& a, double exponent);  ///< a^p (p any real; a > 0 unless p is an integer)
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
@@ -150,8 +152,6 @@ Tensor max(const Tensor& a);
 Tensor min(const Tensor& a);
 /// Min over an axis (the gradient goes to the first minimal element of each slice).
 Tensor min(const Tensor& a, int64_t axis, bool keepdim = false);
-/// |a|, with gradient sign(a) (0 at 0, as torch).
-Tensor abs(const Tensor& a);
 
 // ---------------------------------------------------------------- matmul (core/ops/matmul.cpp)
 /// Matrix product of the last two axes; leading (batch) axes broadcast. 1-D operands follow

@@ -20,11 +20,11 @@ namespace heed::nn {
 int32_t sample_token(std::vector<double> row, double temperature, int64_t top_k, Generator& gen) {
   HEED_CHECK(!row.empty(), "sample_token: no logits");
   HEED_CHECK(temperature >= 0.0, "sample_token: temperature ", temperature, " must not be negative");
-  const auto greedy = [&] { return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()); };
-  if (temperature == 0.0) return greedy();
-  // A temperature so small that the largest logit over it overflows (1e-310, say): the
-  // distribution's limit as the temperature goes to 0, greedy (inf - inf would make every weight NaN).
-  if (std::isinf(*std::max_element(row.begin(), row.end()) / temperature)) return greedy();
+  const auto top = std::max_element(row.begin(), row.end());
+  // Greedy at temperature 0, and where the largest logit over the temperature overflows (1e-310,
+  // say): the distribution's limit as the temperature goes to 0 (inf - inf would make every
+  // weight NaN).
+  if (temperature == 0.0 || std::isinf(*top / temperature)) return static_cast<int32_t>(top - row.begin());
   const int64_t V = static_cast<int64_t>(row.size());
   for (double& v : row) v /= temperature;
   if (top_k > 0 && top_k < V) {  // keep the k largest logits

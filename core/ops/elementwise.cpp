@@ -301,6 +301,18 @@ Tensor tanh(const Tensor& a) {
   });
 }
 
+Tensor abs(const Tensor& a) {
+  // One pass each way (it was eight tensor ops): |-0| = +0 as torch's; the gradient is g sign(a),
+  // 0 at 0 as torch's, a product as before (a NaN or infinite g times 0 stays NaN).
+  Tensor out = unary_map(a, [](auto x) { return std::abs(x); });
+  return record("abs", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "abs_backward", [](auto gv, auto x) {
+      using T = decltype(gv);
+      return gv * (T(x > 0) - T(x < 0));
+    })};
+  });
+}
+
 Tensor relu(const Tensor& a) {
   // Written as "x <= 0 gives 0" rather than "x > 0 keeps x", so a NaN stays NaN and its gradient
   // passes, as torch.relu (clamp_min) and its threshold_backward do.

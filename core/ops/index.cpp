@@ -149,14 +149,5 @@ Tensor max(const Tensor& a) { return max(reshape(a, {-1}), 0); }
 Tensor min(const Tensor& a) { return neg(max(neg(a))); }
 Tensor min(const Tensor& a, int64_t axis, bool keepdim) { return neg(max(neg(a), axis, keepdim)); }
 
-Tensor abs(const Tensor& a) {
-  // Value |a| (|-0| = +0, as torch's; a product a * sign(a) would keep -0), gradient g sign(a),
-  // 0 at 0 as torch's.
-  const Tensor d = a.detach();
-  const Tensor zero = Tensor::scalar(0.0, a.dtype()), one = Tensor::scalar(1.0, a.dtype());
-  const Tensor sign = where(gt(d, 0.0), one, zero) - where(lt(d, 0.0), one, zero);
-  Tensor out = where(lt(d, 0.0), neg(d), d) + 0.0;  // -0 + 0 = +0
-  return record("abs", out, {a}, [sign](const Tensor& g) { return std::vector<Tensor>{g * sign}; });
-}
 
 }  // namespace heed

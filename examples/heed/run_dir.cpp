@@ -75,48 +75,56 @@ RunKind header_kind(const nlohmann::json& j) {
 // The kind model.safetensors's metadata names, from its header alone (unknown if unreadable).
 RunKind model_kind(const std::string& path) { return header_kind(safetensors_header(path)); }
 
-// A log's kind from its first line: seq2seq logs exact match.
-RunKind log_kind(const std::string& path) {
+// A log's first line as JSON (a discarded value if it cannot be read or parsed; null if empty).
+nlohmann::json first_log_line(const std::string& path) {
   try {
     const std::string head = read_input_prefix(path, 4096);
-    const auto j = nlohmann::json::parse(head.substr(0, head.find('\n')), nullptr, false);
-    if (j.is_object()) return j.contains("exact_match") ? RunKind::seq2seq : RunKind::gpt;
+    if (head.empty()) return nullptr;
+    return nlohmann::json::parse(head.substr(0, head.find('\n')), nullptr, false);
   } catch (const Error&) {
   }
+  return nlohmann::json::value_t::discarded;
+}
+
+// A log's kind from its first line: seq2seq logs exact match.
+RunKind log_kind(const std::string& path) {
+  const nlohmann::json j = first_log_line(path);
+  if (j.is_object()) return j.contains("exact_match") ? RunKind::seq2seq : RunKind::gpt;
   return RunKind::unknown;
 }
 
-// Whether a file at one of a run's paths was evidently not written by heed: a config.toml without
-// heed's first line, a log.jsonl whose first line is not an object with "iter", a model.safetensors
-// whose header parses but names no heed model, a loss.svg without heed's signature. heed would
-// replace such a file (or remove it with --overwrite), so it is refused instead. A file that cannot
-// be read or parsed is not foreign: heed writes atomically, so that is rather a damaged file of
-// heed's, which --overwrite may remove. Next to heed's own training state or model, a config.toml
-// or log.jsonl is that run's, edited or not (checkpoint-format.md: config.toml may be hand-edited).
-bool foreign(const std::string& path, bool beside_heeds_run) {
+// The first bytes of a file ("" if it cannot be read).
+std::string file_prefix(const std::string& path, size_t bytes) {
   try {
-    if (path.ends_with("loss.svg")) {
-      const std::string head = read_input_prefix(path, 64);
-      return !head.empty() && head.rfind(kSvgSignature, 0) != 0;
-    }
-    if (beside_heeds_run) return false;
-    if (path.ends_with("config.toml")) {
-      const std::string head = read_input_prefix(path, 256);
-      return !head.empty() && head.rfind(std::string("# ") + kRunConfigTitle, 0) != 0;
-    }
-    if (path.ends_with("log.jsonl")) {
-      const std::string head = read_input_prefix(path, 4096);
-      if (head.empty()) return false;
-      const auto j = nlohmann::json::parse(head.substr(0, head.find('\n')), nullptr, false);
-      return !j.is_discarded() && !(j.is_object() && j.contains("iter"));
-    }
-    if (path.ends_with("model.safetensors") || path.ends_with("best.safetensors")) {
-      const nlohmann::json j = safetensors_header(path);
-      return j.is_object() && header_kind(j) == RunKind::unknown;
-    }
+    return read_input_prefix(path, bytes);
   } catch (const Error&) {
   }
-  return false;
+  return {};
+}
+
+// The first file at one of a run's paths in `dir` that was evidently not written by heed ("" if
+// none): a loss.svg without heed's signature, a model.safetensors or best.safetensors whose header
+// parses but names no heed model, a config.toml without heed's first line, a log.jsonl whose first
+// line is not an object with "iter". heed would replace such a file (or remove it with
+// --overwrite), so it is refused instead. A file that cannot be read or parsed is not foreign:
+// heed writes atomically, so that is rather a damaged file of heed's, which --overwrite may remove.
+// Next to heed's own training state or model, a config.toml or log.jsonl is that run's, edited or
+// not (checkpoint-format.md: config.toml may be hand-edited).
+std::string foreign_file(const std::string& dir) {
+  auto starts_with = [](const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; };
+  const std::string svg = file_prefix(plot_path(dir), 64);
+  if (!svg.empty() && !starts_with(svg, kSvgSignature)) return plot_path(dir);
+  for (const std::string& model : {model_path(dir), best_model_path(dir)}) {
+    const nlohmann::json j = safetensors_header(model);  // discarded if missing
+    if (j.is_object() && header_kind(j) == RunKind::unknown) return model;
+  }
+  if (exists(state_path(dir)) || exists(seq2seq_state_path(dir)) || model_kind(model_path(dir)) != RunKind::unknown)
+    return {};
+  const std::string config = file_prefix(config_path(dir), 256);
+  if (!config.empty() && !starts_with(config, std::string("# ") + kRunConfigTitle)) return config_path(dir);
+  const nlohmann::json log = first_log_line(log_path(dir));  // discarded if missing, null if empty
+  if (!log.is_null() && !log.is_discarded() && !(log.is_object() && log.contains("iter"))) return log_path(dir);
+  return {};
 }
 
 // The temporary files (`<run file>.tmp.<pid>`) a killed run left; those of live processes stay.
@@ -215,12 +223,9 @@ RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, c
 void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& command) {
   const std::string& dir = dir_;
   const std::string out = "--out " + dir;
-  const bool beside_heeds_run = exists(state_path(dir)) || exists(seq2seq_state_path(dir)) ||
-                                model_kind(model_path(dir)) != RunKind::unknown;
-  for (const std::string& file : run_files(dir))
-    if (exists(file) && foreign(file, beside_heeds_run))
-      throw UsageError(out + ": " + file + " was not written by heed, and " + command +
-                       " writes its own there; move it, or choose another --out");
+  if (const std::string file = foreign_file(dir); !file.empty())
+    throw UsageError(out + ": " + file + " was not written by heed, and " + command +
+                     " writes its own there; move it, or choose another --out");
   found_ = run_kind(dir);
   if (found_ != RunKind::none && found_ != kind && found_ != RunKind::unknown)
     throw UsageError(out + " holds " + describe(found_) + ", which " + command +

