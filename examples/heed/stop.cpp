@@ -17,15 +17,19 @@ namespace {
 
 volatile std::sig_atomic_t g_exit_at_once = 0;  // an ExitAtOnceOnStop is alive
 
-// "heed: stopped by signal N\n" (main's words for a stop) with async-signal-safe calls only.
-void say_stopped(int sig) {
-  char text[40] = "heed: stopped by signal ";
-  size_t n = sizeof "heed: stopped by signal " - 1;
+// Writes `before` N `after` to stderr, N the signal's number, with async-signal-safe calls only.
+void say_with_signal(const char* before, int sig, const char* after) {
+  char text[96];
+  size_t n = 0;
+  for (const char* c = before; *c && n < 90; ++c) text[n++] = *c;
   if (sig >= 10) text[n++] = static_cast<char>('0' + sig / 10 % 10);
   text[n++] = static_cast<char>('0' + sig % 10);
-  text[n++] = '\n';
+  for (const char* c = after; *c && n < sizeof text; ++c) text[n++] = *c;
   if (::write(STDERR_FILENO, text, n) < 0) return;  // nothing to do about a closed stderr
 }
+
+// "heed: stopped by signal N\n": main's words for a stop.
+void say_stopped(int sig) { say_with_signal("heed: stopped by signal ", sig, "\n"); }
 
 // Under mpirun, one Ctrl-C brings SIGCONT, SIGTERM a second later, then SIGKILL (docs/scaling.md):
 // the later signals belong to the same request and must not cut rank 0's save short.
@@ -46,22 +50,12 @@ int64_t monotonic_ns() {  // clock_gettime is async-signal-safe (POSIX)
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// "heed: second signal N: stopped at once, nothing more saved\n", async-signal-safe.
-void say_stopped_at_once(int sig) {
-  char text[80] = "heed: second signal ";
-  size_t n = sizeof "heed: second signal " - 1;
-  if (sig >= 10) text[n++] = static_cast<char>('0' + sig / 10 % 10);
-  text[n++] = static_cast<char>('0' + sig % 10);
-  constexpr char rest[] = ": stopped at once, nothing more saved\n";
-  for (size_t i = 0; i + 1 < sizeof rest; ++i) text[n++] = rest[i];
-  if (::write(STDERR_FILENO, text, n) < 0) return;
-}
 
 void on_stop_signal(int sig) {
   if (g_stop_signal) {
     if (g_under_mpirun) return;
     if (sig == g_stop_signal && monotonic_ns() - g_first_signal_ns.load() < kRepeatWindowNs) return;
-    say_stopped_at_once(sig);
+    say_with_signal("heed: second signal ", sig, ": stopped at once, nothing more saved\n");
     _exit(128 + sig);  // the second signal: no more waiting
   }
   if (g_exit_at_once) {  // a read-only phase: nothing to save
