@@ -43,9 +43,10 @@ GradReadyHook set_grad_ready_hook(GradReadyHook hook) {
 }
 
 Node::Node(const char* name, std::vector<Tensor> inputs, BackwardFn backward, Shape out_shape,
-           DType out_dtype)
+           DType out_dtype, std::vector<Saved> saved)
     : name_(name),
       inputs_(std::move(inputs)),
+      saved_(std::move(saved)),
       backward_(std::move(backward)),
       out_shape_(std::move(out_shape)),
       out_dtype_(out_dtype),
@@ -67,7 +68,26 @@ Node::~Node() {
   }
 }
 
-Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
+namespace {
+
+// What record() notes of the tensors an op saved: storage, version, and which tensor it was.
+std::vector<Node::Saved> note_saved(const Tensor* saved, size_t n, const std::vector<Tensor>& inputs,
+                                    const Tensor& out) {
+  std::vector<Node::Saved> notes;
+  notes.reserve(n);
+  for (size_t s = 0; s < n; ++s) {
+    const Tensor& t = saved[s];
+    if (!t.defined()) continue;
+    int which = t.storage() == out.storage() ? Node::Saved::kOutput : Node::Saved::kOther;
+    for (size_t i = 0; i < inputs.size() && which == Node::Saved::kOther; ++i)
+      if (inputs[i].defined() && inputs[i].storage() == t.storage()) which = static_cast<int>(i);
+    notes.push_back({t.storage(), t.version(), which});
+  }
+  return notes;
+}
+
+Tensor record_saving(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward,
+                     const Tensor* saved, size_t n_saved) {
   if (g_op_timer && !g_in_backward) {
     const double t = now_seconds();
     g_op_timer(name, "forward", t - g_last_record);
@@ -79,10 +99,41 @@ Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, Backward
   if (!needed) return out;
   // The output becomes a fresh handle: `out` may be a view sharing an impl with someone else's.
   Tensor result = out.grad_fn() || out.requires_grad() ? out.detach() : out;
-  result.impl().grad_fn =
-      std::make_shared<Node>(name, std::move(inputs), std::move(backward), result.shape(), result.dtype());
+  std::vector<Node::Saved> notes = note_saved(saved, n_saved, inputs, result);
+  result.impl().grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward), result.shape(),
+                                                 result.dtype(), std::move(notes));
   result.impl().requires_grad = true;
   return result;
+}
+
+}  // namespace
+
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward,
+              std::initializer_list<Tensor> saved) {
+  return record_saving(name, std::move(out), std::move(inputs), std::move(backward), saved.begin(), saved.size());
+}
+
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved) {
+  return record_saving(name, std::move(out), std::move(inputs), std::move(backward), saved.data(), saved.size());
+}
+
+// Refuses to run `node`'s backward on values written in place since the op saved them: torch
+// raises here too, rather than return a gradient of something that was never computed.
+static void check_saved_versions(const Node& node, const std::vector<Node::Saved>& saved) {
+  for (const Node::Saved& s : saved) {
+    const std::shared_ptr<Storage> storage = s.storage.lock();
+    if (!storage || storage->version() == s.version) continue;
+    std::string what = "a tensor it saved";
+    if (s.which == Node::Saved::kOutput) {
+      what = "its output (" + std::string(dtype_name(node.output_dtype())) + " " + to_string(node.output_shape()) + ")";
+    } else if (s.which >= 0) {
+      const Tensor& in = node.inputs()[static_cast<size_t>(s.which)];
+      what = "its input " + std::to_string(s.which) + " (" + dtype_name(in.dtype()) + " " + to_string(in.shape()) + ")";
+    }
+    detail::fail("backward of '", node.name(), "': ", what, " was modified in place after the forward saved it (version ",
+              storage->version(), ", saved at ", s.version, "); change a clone() instead, or run the forward again");
+  }
 }
 
 // Adds `g` into the slot; the first gradient is stored as is (no copy), later ones out of place,
@@ -181,6 +232,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     grads.erase(found);
     HEED_CHECK(node->backward_, "backward: the graph through '", node->name(),
                "' was already freed by an earlier backward; pass retain_graph = true to the first one");
+    check_saved_versions(*node, node->saved_);
     const double t0 = g_op_timer ? now_seconds() : 0.0;
     std::vector<Tensor> in_grads;
     {
@@ -215,6 +267,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     if (!retain_graph) {
       node->backward_ = nullptr;
       node->inputs_.clear();
+      node->saved_.clear();
     }
     in_grads.clear();  // a leaf finished now can then keep its gradient's buffer (no copy)
     finish_leaves_after(k);

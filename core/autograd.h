@@ -13,11 +13,18 @@
 //     undefined Tensor() where an input needs no gradient;
 //   - each returned gradient must have its input's shape (the engine checks and names the op);
 //   - capture what it needs by value (input Tensors, `out.detach()`), never the output Tensor
-//     itself: the output owns the Node, and capturing it would form a cycle that leaks the graph.
+//     itself: the output owns the Node, and capturing it would form a cycle that leaks the graph;
+//   - list in record()'s `saved` the tensors whose values it reads (torch's save_for_backward):
+//     inputs, the output, anything else a user holds. The engine notes their version() when the
+//     op is recorded and refuses to run the backward if one has been written in place since
+//     (by copy_, fill_, an optimizer step), where it would otherwise compute a wrong gradient
+//     without a word. An op that needs only shapes (add, a view, a sum) saves nothing.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,8 +37,16 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 /// One recorded op: its name (for errors and the profiler), its inputs and its backward.
 class Node {
  public:
+  /// A tensor the backward reads, as it was when the op ran: its storage and that storage's
+  /// version(), and which it was (input i, or kOutput / kOther) for the error message.
+  struct Saved {
+    static constexpr int kOutput = -1, kOther = -2;
+    std::weak_ptr<Storage> storage;  // weak: an expired storage cannot have been written
+    uint64_t version;
+    int which;
+  };
   Node(const char* name, std::vector<Tensor> inputs, BackwardFn backward, Shape out_shape,
-       DType out_dtype);
+       DType out_dtype, std::vector<Saved> saved = {});
   ~Node();  // unlinks long chains iteratively
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -45,6 +60,7 @@ class Node {
   friend void run_backward(const Tensor&, const Tensor&, bool);
   const char* name_;  // a string literal
   std::vector<Tensor> inputs_;
+  std::vector<Saved> saved_;
   BackwardFn backward_;
   Shape out_shape_;
   DType out_dtype_;
@@ -52,8 +68,14 @@ class Node {
 };
 
 /// Records `out` as the result of op `name` applied to `inputs`. Returns `out` (with a grad_fn
-/// attached when grad mode is on and some input requires grad; untouched otherwise).
-Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
+/// attached when grad mode is on and some input requires grad; untouched otherwise). `saved`:
+/// the tensors `backward` reads the values of (see the contract above), e.g. `{a, b}` for a
+/// product, `{out}` for exp.
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward,
+              std::initializer_list<Tensor> saved = {});
+/// The same with a list built at run time.
+Tensor record(const char* name, Tensor out, std::vector<Tensor> inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved);
 
 /// True while gradients are being recorded (the default).
 bool grad_mode_enabled();

@@ -295,6 +295,7 @@ void Tensor::set_(const Tensor& src) {
 void Tensor::copy_(const Tensor& src) {
   HEED_CHECK(src.shape() == shape(), "copy_: source shape ", to_string(src.shape()),
              " differs from destination ", to_string(shape()));
+  increment_version();
   visit_any_dtype(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
     if (is_contiguous() && src.is_contiguous() && src.dtype() == dtype()) {
@@ -315,6 +316,7 @@ void Tensor::copy_(const Tensor& src) {
 }
 
 void Tensor::fill_(double value) {
+  increment_version();
   visit_any_dtype(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
     const T v = static_cast<T>(value);

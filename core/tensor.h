@@ -7,6 +7,7 @@
 // bool for ids, indices and masks (no gradients).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -24,7 +25,10 @@ std::string to_string(const Shape& s);  ///< "[2, 3, 4]"
 int64_t numel_of(const Shape& s);        ///< product of the dims (1 for a scalar)
 Shape contiguous_strides(const Shape& s);  ///< row-major strides, in elements
 
-/// A flat, 64-byte aligned buffer of one dtype. Views share one Storage.
+/// A flat, 64-byte aligned buffer of one dtype. Views share one Storage, and with it one version
+/// count: every in-place write through heed's API (copy_, fill_, an optimizer step) increments it,
+/// so autograd can tell that a tensor an op saved for its backward has changed since (torch's
+/// version counter, also shared by a tensor and its views).
 class Storage {
  public:
   Storage(int64_t numel, DType dtype);  ///< uninitialised
@@ -34,11 +38,14 @@ class Storage {
   void* data() const { return data_; }
   int64_t numel() const { return numel_; }
   DType dtype() const { return dtype_; }
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void increment_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void* data_;
   int64_t numel_;
   DType dtype_;
+  std::atomic<uint64_t> version_{0};
 };
 
 class Node;
@@ -155,6 +162,14 @@ class Tensor {
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   /// Same data, cut from the graph (shares storage; requires_grad false).
   Tensor detach() const;
+  /// How many in-place writes this tensor's storage has had (torch's `t._version`; shared by
+  /// views). A backward whose op saved this tensor refuses to run once it has changed.
+  uint64_t version() const { return impl().storage->version(); }
+  /// Counts an in-place write made around heed's API, through data<T>() (what
+  /// torch.autograd.graph.increment_version does): call it after changing values a graph may
+  /// have saved, so that backward() refuses instead of using them. copy_, fill_ and the
+  /// optimizers count their own writes.
+  void increment_version() const { impl().storage->increment_version(); }
 
   // ---- method syntax: each is the free op of the same name in core/ops.h ----
   Tensor operator[](int64_t i) const;  ///< select(*this, 0, i): a view without the first axis
@@ -195,9 +210,10 @@ class Tensor {
   Tensor contiguous() const;  ///< *this if already contiguous, else a differentiable copy
   Tensor clone() const;       ///< a differentiable contiguous copy
   Tensor to(DType dtype) const;  ///< differentiable dtype conversion (identity if equal)
-  /// Copies values from `src` (same shape, any dtype/strides) into this tensor, outside autograd.
+  /// Copies values from `src` (same shape, any dtype/strides) into this tensor, outside autograd
+  /// (counted by version()).
   void copy_(const Tensor& src);
-  void fill_(double value);  ///< sets every element, outside autograd
+  void fill_(double value);  ///< sets every element, outside autograd (counted by version())
   /// Makes this tensor, every handle and alias of it (they share one TensorImpl), a view of src's
   /// storage with src's shape, strides and offset, without copying (torch.Tensor.set_(source));
   /// drops its gradient. For loading and converting parameters; outside autograd.

@@ -96,6 +96,9 @@ void Optimizer::step() {
       if (!grad.defined()) continue;
       updates.push_back(prepare_update(name, p, grad, state_[g][i], *groups_[g].weight_decay));
       lengths.push_back(p.numel());
+      // An update is an in-place write: a graph still holding the old values (retain_graph) must
+      // not be run backward on the new ones.
+      p.increment_version();
     }
   parallel_for_blocks(lengths, 8192, int64_t(1) << 15,
                       [&](size_t u, int64_t begin, int64_t end) { updates[u](begin, end); });

@@ -323,7 +323,7 @@ Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const 
                   });
                   if (!bias_grad) return std::vector<Tensor>{ds, Tensor()};
                   return std::vector<Tensor>{ds, sum_to(dz, bias_shape).to(bias_dtype)};
-                });
+                }, {out});
 }
 
 // ------------------------------------------------------------------------------------------
@@ -642,8 +642,13 @@ Tensor attention_heads(const HeadInput& q, const HeadInput& k, const HeadInput& 
   Tensor out = attention_heads_forward(*c, o.key_padding, o.gen);
   if (o.weights) *o.weights = c->att;
   std::vector<Tensor> inputs = std::move(c->inputs);  // the Node keeps them; the backward needs only data
+  // The backward reads the sources, and the weights (which o.weights hands to the caller).
+  std::vector<Tensor> saved = c->data;
+  saved.push_back(c->att);
+  saved.push_back(c->dropped);
   return record("attention_heads", out, std::move(inputs), [c = std::shared_ptr<const HeadsCall>(std::move(c))](
-                                                               const Tensor& g) { return attention_heads_backward(*c, g); });
+                                                               const Tensor& g) { return attention_heads_backward(*c, g); },
+                saved);
 }
 
 }  // namespace heed

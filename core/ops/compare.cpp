@@ -99,7 +99,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return record("where", out, {a, b}, [c = c.detach(), sa = a.shape(), sb = b.shape()](const Tensor& g) {
     const Tensor zero = Tensor::scalar(0.0, g.dtype());
     return std::vector<Tensor>{sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
-  });
+  }, {c});
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {

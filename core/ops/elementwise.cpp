@@ -196,10 +196,12 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic_map(a, b, "mul", [](auto x, auto y) { return x * y; });
-  // d(ab) = b da + a db
-  return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
-    return std::vector<Tensor>{sum_to(mul(g, b), a.shape()), sum_to(mul(g, a), b.shape())};
-  });
+  // d(ab) = b da + a db: a is kept only for db and b only for da, as torch's mul saves them.
+  const Tensor keep_a = b.requires_grad() ? a.detach() : Tensor(), keep_b = a.requires_grad() ? b.detach() : Tensor();
+  return record("mul", out, {a, b}, [keep_a, keep_b, sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{keep_b.defined() ? sum_to(mul(g, keep_b), sa) : Tensor(),
+                               keep_a.defined() ? sum_to(mul(g, keep_a), sb) : Tensor()};
+  }, {keep_a, keep_b});
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -208,7 +210,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor& g) {
     Tensor ga = div(g, b);
     return std::vector<Tensor>{sum_to(ga, a.shape()), sum_to(neg(mul(ga, y)), b.shape())};
-  });
+  }, {b, out});
 }
 
 // ------------------------------------------------------------------------------------------
@@ -241,7 +243,7 @@ Tensor rdiv(double s, const Tensor& a) {
   // d(s/a) = -s / a^2 = -out / a
   return record("rdiv_scalar", out, {a}, [a = a.detach(), y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{neg(div(mul(g, y), a))};
-  });
+  }, {a, out});
 }
 
 Tensor neg(const Tensor& a) {
@@ -260,7 +262,7 @@ Tensor pow(const Tensor& a, double p) {
     if (p == 0.0) return std::vector<Tensor>{Tensor::zeros(a.shape(), a.dtype())};
     Tensor d = unary_map(a, [p](auto x) { return static_cast<decltype(x)>(p) * std::pow(x, static_cast<decltype(x)>(p - 1)); });
     return std::vector<Tensor>{mul(g, d)};
-  });
+  }, {a});
 }
 
 Tensor exp(const Tensor& a) {
@@ -271,12 +273,12 @@ Tensor exp(const Tensor& a) {
       return detail::exp_lanes(x);  // core/ops/simd_exp.h: xsimd's, without its undefined cast
     }
   });
-  return record("exp", out, {a}, [y = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; });
+  return record("exp", out, {a}, [y = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; }, {out});
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = unary_map(a, [](auto x) { return std::log(x); });
-  return record("log", out, {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; });
+  return record("log", out, {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; }, {a});
 }
 
 Tensor sqrt(const Tensor& a) {
@@ -284,7 +286,7 @@ Tensor sqrt(const Tensor& a) {
   // d sqrt(a) = 1 / (2 sqrt(a))
   return record("sqrt", out, {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{div(mul(g, 0.5), y)};
-  });
+  }, {out});
 }
 
 Tensor tanh(const Tensor& a) {
@@ -298,7 +300,7 @@ Tensor tanh(const Tensor& a) {
   // d tanh = 1 - tanh^2
   return record("tanh", out, {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{binary_map(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
-  });
+  }, {out});
 }
 
 Tensor abs(const Tensor& a) {
@@ -310,7 +312,7 @@ Tensor abs(const Tensor& a) {
       using T = decltype(gv);
       return gv * (T(x > 0) - T(x < 0));
     })};
-  });
+  }, {a});
 }
 
 Tensor relu(const Tensor& a) {
@@ -319,7 +321,7 @@ Tensor relu(const Tensor& a) {
   Tensor out = unary_map(a, [](auto x) { return x <= 0 ? decltype(x)(0) : x; });
   return record("relu", out, {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{binary_map(g, y, "relu_backward", [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; })};
-  });
+  }, {out});
 }
 
 Tensor gelu(const Tensor& a) {
@@ -331,7 +333,7 @@ Tensor gelu(const Tensor& a) {
       const auto [cdf, pdf] = detail::normal_cdf_pdf(x);
       return gv * (cdf + x * pdf);
     })};
-  });
+  }, {a});
 }
 
 }  // namespace heed

@@ -463,7 +463,7 @@ static Tensor matmul_batched(const Tensor& a, const Tensor& b) {
       }
     });
     return grads;
-  });
+  }, {need_b ? ua : Tensor(), need_a ? ub : Tensor()});
 }
 
 // ------------------------------------------------------------------------------------------
@@ -594,7 +594,7 @@ static Tensor linear_impl(const Tensor& x, const Tensor& w, const Tensor& b, con
       }
     });
     return grads;
-  });
+  }, {need_w ? ux : Tensor(), need_x ? uw : Tensor()});
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return linear_impl(x, w, b, Tensor()); }

@@ -360,7 +360,7 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, 
                                               ignore_index, static_cast<T>(scale), N, C);
                   });
                   return std::vector<Tensor>{dx};
-                });
+                }, {x});
 }
 
 // ------------------------------------------------------------------------------------------
@@ -439,7 +439,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
                                            N, C);
                   });
                   return std::vector<Tensor>{dx, dw, db};
-                });
+                }, {xc, wc});
 }
 
 // The id tensors become the id vectors the kernels read: a copy of B * T integers, small next to

@@ -384,7 +384,7 @@ static Tensor softmax_like(const Tensor& a, int64_t axis, const char* op, Forwar
     Tensor dx = Tensor::empty(y.shape(), y.dtype());
     visit_dtype(y.dtype(), [&]<class T>() { backward(dx.data<T>(), g.data<T>(), y.data<T>(), v.outer, v.n, v.inner); });
     return std::vector<Tensor>{dx};
-  });
+  }, {out});
 }
 
 Tensor softmax(const Tensor& a, int64_t axis) {

@@ -55,7 +55,7 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
                            rstd.data<T>(), N, C);
     });
     return std::vector<Tensor>{dx, dw};
-  });
+  }, {x, w});
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps) : eps_(eps) {

@@ -1,0 +1,250 @@
+// In-place writes and autograd: version counts, and a backward that refuses values changed since
+// its op saved them (torch's "modified by an inplace operation"), while ops that saved nothing
+// still run. Each case modifies one tensor between the forward and the backward.
+#include <functional>
+#include <string>
+
+#include "optim/adam.h"
+#include "support/helpers.h"
+
+using namespace heed;
+using Catch::Matchers::Contains;
+using heed::test::randn64;
+
+TEST_CASE("in-place writes count in version(), shared by views and detach, not by clones", "[autograd][version]") {
+  Tensor a = randn64({2, 3}, 1);
+  const uint64_t v0 = a.version();
+  a.fill_(1.0);
+  REQUIRE(a.version() == v0 + 1);
+  a.copy_(randn64({2, 3}, 2));
+  REQUIRE(a.version() == v0 + 2);
+  Tensor row = select(a, 0, 1);  // a view
+  row.fill_(0.0);
+  REQUIRE(a.version() == v0 + 3);
+  REQUIRE(row.version() == a.version());
+  REQUIRE(a.detach().version() == a.version());
+  Tensor c = a.clone();
+  const uint64_t vc = c.version();
+  c.fill_(2.0);
+  REQUIRE(a.version() == v0 + 3);
+  REQUIRE(c.version() == vc + 1);
+  a.increment_version();  // a user's write through data<T>()
+  REQUIRE(a.version() == v0 + 4);
+}
+
+namespace {
+
+struct SavedCase {
+  const char* what;  // the op and what is modified
+  const char* op;    // the name the error must give
+  // Runs the forward; returns the scalar to differentiate and the tensor to change afterwards.
+  std::function<std::pair<Tensor, Tensor>()> run;
+};
+
+Tensor leaf(const Shape& shape, uint64_t seed) { return randn64(shape, seed).requires_grad_(); }
+Tensor positive_leaf(const Shape& shape, uint64_t seed) { return (exp(randn64(shape, seed))).detach().requires_grad_(); }
+
+std::vector<SavedCase> saved_cases() {
+  std::vector<SavedCase> cases;
+  cases.push_back({"mul, its first input", "mul", [] {
+                     Tensor a = leaf({3}, 1), b = leaf({3}, 2);
+                     return std::pair{sum(mul(a, b)), a};
+                   }});
+  cases.push_back({"mul, a broadcast second input", "mul", [] {
+                     Tensor a = leaf({2, 3}, 1), b = leaf({3}, 2);
+                     return std::pair{sum(mul(a, b)), b};
+                   }});
+  cases.push_back({"div, its divisor", "div", [] {
+                     Tensor a = leaf({3}, 1), b = positive_leaf({3}, 2);
+                     return std::pair{sum(div(a, b)), b};
+                   }});
+  cases.push_back({"div, its output", "div", [] {
+                     Tensor a = leaf({3}, 1), b = positive_leaf({3}, 2);
+                     Tensor y = div(a, b);
+                     return std::pair{sum(mul(y, 2.0)), y};
+                   }});
+  cases.push_back({"rdiv_scalar, its input", "rdiv_scalar", [] {
+                     Tensor a = positive_leaf({3}, 1);
+                     return std::pair{sum(rdiv(2.0, a)), a};
+                   }});
+  cases.push_back({"pow, its input", "pow", [] {
+                     Tensor a = positive_leaf({3}, 1);
+                     return std::pair{sum(pow(a, 3.0)), a};
+                   }});
+  cases.push_back({"exp, its output", "exp", [] {
+                     Tensor y = exp(leaf({3}, 1));
+                     return std::pair{sum(mul(y, 1.0)), y};
+                   }});
+  cases.push_back({"log, its input", "log", [] {
+                     Tensor a = positive_leaf({3}, 1);
+                     return std::pair{sum(log(a)), a};
+                   }});
+  cases.push_back({"sqrt, its output", "sqrt", [] {
+                     Tensor y = sqrt(positive_leaf({3}, 1));
+                     return std::pair{sum(mul(y, 1.0)), y};
+                   }});
+  cases.push_back({"tanh, its output", "tanh", [] {
+                     Tensor y = tanh(leaf({3}, 1));
+                     return std::pair{sum(mul(y, 1.0)), y};
+                   }});
+  cases.push_back({"abs, its input", "abs", [] {
+                     Tensor a = leaf({3}, 1);
+                     return std::pair{sum(abs(a)), a};
+                   }});
+  cases.push_back({"relu, its output", "relu", [] {
+                     Tensor y = relu(leaf({3}, 1));
+                     return std::pair{sum(mul(y, 1.0)), y};
+                   }});
+  cases.push_back({"gelu, its input", "gelu", [] {
+                     Tensor a = leaf({3}, 1);
+                     return std::pair{sum(gelu(a)), a};
+                   }});
+  cases.push_back({"where, its condition", "where", [] {
+                     Tensor cond = Tensor::from_vector(std::vector<int32_t>{1, 0, 1}, {3}).to(DType::boolean);
+                     return std::pair{sum(where(cond, leaf({3}, 1), leaf({3}, 2))), cond};
+                   }});
+  cases.push_back({"softmax, its output", "softmax", [] {
+                     Tensor y = softmax(leaf({2, 4}, 1), -1);
+                     return std::pair{sum(mul(y, randn64({2, 4}, 2).detach())), y};
+                   }});
+  cases.push_back({"log_softmax, its output", "log_softmax", [] {
+                     Tensor y = log_softmax(leaf({2, 4}, 1), -1);
+                     return std::pair{sum(mul(y, randn64({2, 4}, 2).detach())), y};
+                   }});
+  cases.push_back({"cross_entropy, its logits", "cross_entropy", [] {
+                     Tensor logits = leaf({2, 4}, 1);
+                     return std::pair{cross_entropy(logits, std::vector<int32_t>{1, 3}), logits};
+                   }});
+  cases.push_back({"layer_norm, its input", "layer_norm", [] {
+                     Tensor x = leaf({2, 4}, 1);
+                     return std::pair{sum(mul(layer_norm(x, leaf({4}, 2), leaf({4}, 3)), randn64({2, 4}, 4).detach())), x};
+                   }});
+  cases.push_back({"layer_norm, its weight", "layer_norm", [] {
+                     Tensor w = leaf({4}, 2);
+                     return std::pair{sum(mul(layer_norm(leaf({2, 4}, 1), w, leaf({4}, 3)), randn64({2, 4}, 4).detach())), w};
+                   }});
+  cases.push_back({"matmul, its left operand", "matmul", [] {
+                     Tensor a = leaf({2, 3}, 1), b = leaf({3, 4}, 2);
+                     return std::pair{sum(matmul(a, b)), a};
+                   }});
+  cases.push_back({"matmul, a transposed (non-contiguous) right operand", "matmul", [] {
+                     Tensor b = leaf({4, 3}, 2);
+                     return std::pair{sum(matmul(leaf({2, 3}, 1), transpose(b, 0, 1))), b};
+                   }});
+  cases.push_back({"linear, its weight", "linear", [] {
+                     Tensor w = leaf({4, 3}, 2);
+                     return std::pair{sum(linear(leaf({2, 3}, 1), w, leaf({4}, 3))), w};
+                   }});
+  cases.push_back({"add_linear, its input", "add_linear", [] {
+                     Tensor x = leaf({2, 3}, 1);
+                     return std::pair{sum(add_linear(leaf({2, 4}, 4), x, leaf({4, 3}, 2))), x};
+                   }});
+  cases.push_back({"attention_softmax, its output", "attention_softmax", [] {
+                     Tensor y = attention_softmax(leaf({1, 2, 3, 3}, 1), 0.5, true);
+                     return std::pair{sum(mul(y, randn64({1, 2, 3, 3}, 2).detach())), y};
+                   }});
+  cases.push_back({"attention_heads, its fused projection", "attention_heads", [] {
+                     Tensor qkv = leaf({2, 3, 12}, 1);
+                     AttentionHeadsOptions o;
+                     o.n_head = 2;
+                     o.scale = 0.5;
+                     o.causal = true;
+                     Tensor y = attention_heads({qkv, 0}, {qkv, 4}, {qkv, 8}, 4, o);
+                     return std::pair{sum(mul(y, randn64({2, 3, 4}, 2).detach())), qkv};
+                   }});
+  cases.push_back({"attention_heads, the weights it handed out", "attention_heads", [] {
+                     Tensor q = leaf({2, 3, 4}, 1), kv = leaf({2, 3, 8}, 2), weights;
+                     AttentionHeadsOptions o;
+                     o.n_head = 2;
+                     o.scale = 0.5;
+                     o.weights = &weights;
+                     Tensor y = attention_heads({q, 0}, {kv, 0}, {kv, 4}, 4, o);
+                     return std::pair{sum(mul(y, randn64({2, 3, 4}, 3).detach())), weights};
+                   }});
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("a backward refuses a saved tensor modified in place since its forward", "[autograd][version]") {
+  for (const SavedCase& c : saved_cases()) {
+    DYNAMIC_SECTION(c.what) {
+      auto [loss, modified] = c.run();
+      // Untouched, the same graph runs (retained, so the modified run below can use it).
+      REQUIRE_NOTHROW(loss.backward(/*retain_graph=*/true));
+      {
+        NoGradGuard no_grad;
+        modified.fill_(0.5);
+      }
+      REQUIRE_THROWS_WITH(loss.backward(), Contains(std::string("backward of '") + c.op + "'") &&
+                                               Contains("modified in place after the forward saved it"));
+    }
+  }
+}
+
+TEST_CASE("the refusal names which tensor changed", "[autograd][version]") {
+  Tensor a = leaf({3}, 1), b = leaf({2, 3}, 2);
+  Tensor loss = sum(mul(a, b));
+  b.fill_(0.0);
+  REQUIRE_THROWS_WITH(loss.backward(), Contains("its input 1 (float64 [2, 3])") && Contains("version 1, saved at 0"));
+  Tensor y = exp(leaf({4}, 3));
+  Tensor loss2 = sum(mul(y, 2.0));
+  y.fill_(1.0);
+  REQUIRE_THROWS_WITH(loss2.backward(), Contains("backward of 'exp': its output (float64 [4])"));
+  Tensor cond = Tensor::from_vector(std::vector<int32_t>{1, 0}, {2}).to(DType::boolean);
+  Tensor loss3 = sum(where(cond, leaf({2}, 4), leaf({2}, 5)));
+  cond.fill_(1.0);
+  REQUIRE_THROWS_WITH(loss3.backward(), Contains("backward of 'where': a tensor it saved"));
+}
+
+TEST_CASE("ops that saved nothing of a tensor still run backward after it changes, with torch's gradients",
+          "[autograd][version]") {
+  // add, sub, neg, scalar arithmetic, sums, views, concatenation, embedding, masked_fill and
+  // where's values need no values of these tensors; neither does a product's operand whose own
+  // partner needs no gradient (dA = g B^T reads only B).
+  Tensor a = leaf({2, 3}, 1), b = leaf({2, 3}, 2), w = leaf({5, 3}, 3);
+  const Tensor consts = randn64({3, 4}, 4).detach();
+  Tensor masked = masked_fill(a, Tensor::from_vector(std::vector<int32_t>{1, 0, 0}, {3}).to(DType::boolean), 0.0);
+  Tensor cond = Tensor::from_vector(std::vector<int32_t>{0, 1, 1}, {3}).to(DType::boolean);
+  Tensor loss = sum(add(a, b)) + sum(sub(a, b)) + sum(neg(b)) + mean(mul(add(a, 1.0), 3.0)) +
+                sum(reshape(transpose(a, 0, 1), {6})) + sum(slice(concat({a, b}, 0), 0, 1, 3)) +
+                sum(embedding(w, {4, 0, 4}, {3})) + sum(masked) + sum(where(cond, a, b)) + sum(matmul(a, consts));
+  {
+    NoGradGuard no_grad;
+    a.fill_(7.0);
+    b.fill_(-3.0);
+    w.fill_(2.0);
+  }
+  loss.backward();
+  // d/da: 1 + 1 + 3/6 + 1 + [0 or 1: the concat slice keeps a's row 1] + [0 where masked] + cond + rows of consts
+  const Tensor ones_c = sum(consts, 1);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j) {
+      const double expected = 1 + 1 + 0.5 + 1 + (i == 1 ? 1 : 0) + (j == 0 ? 0 : 1) + (j == 0 ? 0 : 1) + ones_c.at({j});
+      REQUIRE(a.grad().at({i, j}) == Approx(expected).epsilon(1e-12));
+      REQUIRE(b.grad().at({i, j}) == Approx(1 - 1 - 1 + (i == 0 ? 1 : 0) + (j == 0 ? 1 : 0)).margin(1e-12));
+    }
+  heed::test::require_values(w.grad(), {5, 3}, {1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2}, 0.0);
+}
+
+TEST_CASE("an optimizer step between a retained backward and the next is refused", "[autograd][version][optim]") {
+  Tensor w = randn64({3, 2}, 1).detach().to(DType::f32).requires_grad_();
+  const Tensor x = randn64({4, 2}, 2).detach().to(DType::f32);
+  Tensor w2 = randn64({2, 3}, 3).detach().to(DType::f32).requires_grad_();
+  optim::AdamW opt({{{{"w", w}, {"w2", w2}}}}, 0.1);
+  // The second layer keeps w2 for its input's gradient (the first keeps only x: x needs none).
+  Tensor loss = sum(linear(tanh(linear(x, w)), w2));
+  loss.backward(/*retain_graph=*/true);
+  const uint64_t before = w2.version();
+  opt.step();
+  REQUIRE(w2.version() == before + 1);
+  REQUIRE_THROWS_WITH(loss.backward(), Contains("backward of 'linear': its input 1 (float32 [2, 3])") &&
+                                           Contains("modified in place"));
+  // The usual loop (forward, backward, step, zero_grad) never meets it.
+  for (int it = 0; it < 3; ++it) {
+    Tensor l = sum(linear(tanh(linear(x, w)), w2));
+    REQUIRE_NOTHROW(l.backward());
+    opt.step();
+    opt.zero_grad();
+  }
+}
