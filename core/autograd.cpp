@@ -124,12 +124,15 @@ static void check_saved_versions(const Node& node, const std::vector<Node::Saved
   for (const Node::Saved& s : saved) {
     const std::shared_ptr<Storage> storage = s.storage.lock();
     if (!storage || storage->version() == s.version) continue;
-    std::string what = "a tensor it saved";
+    // Named by dtype and shape: an input's index would be the op's internal order (add_linear
+    // records x, w, b, r), and two inputs can share the storage that changed.
+    std::string what = "a tensor it saved (" + std::string(dtype_name(storage->dtype())) + ", " +
+                       std::to_string(storage->numel()) + " elements)";
     if (s.which == Node::Saved::kOutput) {
       what = "its output (" + std::string(dtype_name(node.output_dtype())) + " " + to_string(node.output_shape()) + ")";
     } else if (s.which >= 0) {
       const Tensor& in = node.inputs()[static_cast<size_t>(s.which)];
-      what = "its input " + std::to_string(s.which) + " (" + dtype_name(in.dtype()) + " " + to_string(in.shape()) + ")";
+      what = "one of its inputs (" + std::string(dtype_name(in.dtype())) + " " + to_string(in.shape()) + ")";
     }
     detail::fail("backward of '", node.name(), "': ", what, " was modified in place after the forward saved it (version ",
               storage->version(), ", saved at ", s.version, "); change a clone() instead, or run the forward again");
@@ -205,6 +208,11 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
           last_consumer.erase(last);  // a leaf listed twice by one Node is reported once
         }
   }
+
+  // Every Node's saved tensors are checked before any backward runs, so a refused pass changes
+  // nothing: no leaf's .grad, no grad-ready hook called (data-parallel training would already have
+  // sent gradients). Each Node is checked again just before it runs, for writes a hook makes.
+  for (const auto& node : order) check_saved_versions(*node, node->saved_);
 
   std::unordered_map<Node*, Tensor> grads;
   grads[root.grad_fn().get()] = grad_root;

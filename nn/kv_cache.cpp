@@ -27,6 +27,7 @@ Tensor KVCache::append(int64_t layer, const Tensor& src, int64_t k_offset, int64
   HEED_CHECK(length_ + n <= capacity_, "KVCache: ", length_, " + ", n, " positions exceed the capacity ",
              capacity_);
   const Tensor s = src.strides()[2] == 1 ? src : src.contiguous();
+  kv.increment_version();  // views an earlier append returned see these rows change after a clear()
   visit_dtype(kv.dtype(), [&]<class T>() {
     for (int64_t b = 0; b < B_; ++b)
       for (int64_t t = 0; t < n; ++t) {

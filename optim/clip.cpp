@@ -70,6 +70,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     }
     ++times[u];
   }
+  for (const Tensor& g : unique) g.increment_version();  // an in-place write (core/tensor.h)
   parallel_for_blocks(unique_lengths, kBlock, kParallel, [&](size_t a, int64_t i0, int64_t i1) {
     visit_dtype(unique[a].dtype(), [&]<class T>() {
       T* p = unique[a].data<T>();

@@ -206,11 +206,12 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic_map(a, b, "div", [](auto x, auto y) { return x / y; });
-  // d(a/b) = da / b - a db / b^2
-  return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), y = out.detach()](const Tensor& g) {
+  // d(a/b) = da / b - a db / b^2 = (g / b) (1, -out): the output is kept only for db.
+  const Tensor keep_y = b.requires_grad() ? out.detach() : Tensor();
+  return record("div", out, {a, b}, [b = b.detach(), keep_y, sa = a.shape()](const Tensor& g) {
     Tensor ga = div(g, b);
-    return std::vector<Tensor>{sum_to(ga, a.shape()), sum_to(neg(mul(ga, y)), b.shape())};
-  }, {b, out});
+    return std::vector<Tensor>{sum_to(ga, sa), keep_y.defined() ? sum_to(neg(mul(ga, keep_y)), b.shape()) : Tensor()};
+  }, {b, keep_y});
 }
 
 // ------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@
 #include <functional>
 #include <string>
 
+#include "nn/kv_cache.h"
 #include "optim/adam.h"
+#include "optim/clip.h"
 #include "support/helpers.h"
 
 using namespace heed;
@@ -186,7 +188,7 @@ TEST_CASE("the refusal names which tensor changed", "[autograd][version]") {
   Tensor a = leaf({3}, 1), b = leaf({2, 3}, 2);
   Tensor loss = sum(mul(a, b));
   b.fill_(0.0);
-  REQUIRE_THROWS_WITH(loss.backward(), Contains("its input 1 (float64 [2, 3])") && Contains("version 1, saved at 0"));
+  REQUIRE_THROWS_WITH(loss.backward(), Contains("one of its inputs (float64 [2, 3])") && Contains("version 1, saved at 0"));
   Tensor y = exp(leaf({4}, 3));
   Tensor loss2 = sum(mul(y, 2.0));
   y.fill_(1.0);
@@ -194,7 +196,7 @@ TEST_CASE("the refusal names which tensor changed", "[autograd][version]") {
   Tensor cond = Tensor::from_vector(std::vector<int32_t>{1, 0}, {2}).to(DType::boolean);
   Tensor loss3 = sum(where(cond, leaf({2}, 4), leaf({2}, 5)));
   cond.fill_(1.0);
-  REQUIRE_THROWS_WITH(loss3.backward(), Contains("backward of 'where': a tensor it saved"));
+  REQUIRE_THROWS_WITH(loss3.backward(), Contains("backward of 'where': a tensor it saved (bool, 2 elements)"));
 }
 
 TEST_CASE("ops that saved nothing of a tensor still run backward after it changes, with torch's gradients",
@@ -238,7 +240,7 @@ TEST_CASE("an optimizer step between a retained backward and the next is refused
   const uint64_t before = w2.version();
   opt.step();
   REQUIRE(w2.version() == before + 1);
-  REQUIRE_THROWS_WITH(loss.backward(), Contains("backward of 'linear': its input 1 (float32 [2, 3])") &&
+  REQUIRE_THROWS_WITH(loss.backward(), Contains("backward of 'linear': one of its inputs (float32 [2, 3])") &&
                                            Contains("modified in place"));
   // The usual loop (forward, backward, step, zero_grad) never meets it.
   for (int it = 0; it < 3; ++it) {
@@ -247,4 +249,53 @@ TEST_CASE("an optimizer step between a retained backward and the next is refused
     opt.step();
     opt.zero_grad();
   }
+}
+
+TEST_CASE("a refused backward changes nothing: no gradient written, no grad-ready hook called", "[autograd][version]") {
+  // Without the check of every Node before the pass, the add's leaf a would be finished (and
+  // reported to the hook, which data-parallel training uses to send it) before exp's Node refused.
+  Tensor a = leaf({3}, 1), b = leaf({3}, 2);
+  Tensor e = exp(b);
+  Tensor loss = sum(mul(e, 2.0)) + sum(add(a, 1.0));
+  e.fill_(0.0);
+  int calls = 0;
+  GradReadyHook previous = set_grad_ready_hook([&](const Tensor&) { ++calls; });
+  CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'exp'"));
+  set_grad_ready_hook(std::move(previous));
+  CHECK(calls == 0);
+  CHECK_FALSE(a.grad().defined());
+  CHECK_FALSE(b.grad().defined());
+}
+
+TEST_CASE("div keeps its output only for the divisor's gradient, as torch keeps what it reads", "[autograd][version]") {
+  Tensor a = leaf({3}, 1);
+  const Tensor b = Tensor::from_vector(std::vector<double>{2, 4, 8}, {3});
+  Tensor y = div(a, b);
+  Tensor loss = sum(mul(y, 1.0));
+  y.fill_(100.0);  // read by neither gradient here: a's is g / b
+  loss.backward();
+  heed::test::require_values(a.grad(), {3}, {0.5, 0.25, 0.125}, 0);
+}
+
+TEST_CASE("clip_grad_norm, the KV cache and the optimizers count their writes", "[autograd][version]") {
+  // A graph built on a gradient (a second-order use) sees clip_grad_norm's scaling.
+  Tensor p = Tensor::from_vector(std::vector<double>{3, 4}, {2}).requires_grad_();
+  sum(mul(p, p)).backward();  // p.grad = (6, 8)
+  Tensor w = leaf({2}, 5);
+  Tensor loss = sum(mul(w, p.grad()));
+  const uint64_t before = p.grad().version();
+  optim::clip_grad_norm({p}, 1.0);
+  CHECK(p.grad().version() == before + 1);
+  CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'mul'") && Contains("modified in place"));
+
+  // The cache's rows are rewritten after clear(): a graph over the old rows is refused.
+  nn::KVCache cache(1, 1, 4, 2, DType::f64);
+  Tensor q = leaf({1, 2, 2}, 6);
+  const Tensor kv = cache.append(0, randn64({1, 2, 4}, 7).detach(), 0, 2);
+  AttentionHeadsOptions o;
+  o.scale = 0.5;
+  Tensor y = attention_heads({q, 0}, {kv, 0}, {kv, 2}, 2, o);
+  cache.clear();
+  cache.append(0, randn64({1, 2, 4}, 8).detach(), 0, 2);
+  CHECK_THROWS_WITH(sum(y).backward(), Contains("backward of 'attention_heads'") && Contains("modified in place"));
 }
