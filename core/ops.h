@@ -36,6 +36,17 @@ Tensor sqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor gelu(const Tensor& a);  ///< exact: 0.5 x (1 + erf(x / sqrt 2)), as torch's default
+Tensor sigmoid(const Tensor& a);  ///< 1 / (1 + e^-x)
+Tensor silu(const Tensor& a);     ///< x sigmoid(x), computed as torch's x / (1 + e^-x) (F.silu, SwiGLU's gate)
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+/// min(max(a, lo), hi), as torch.clamp: either bound may be absent (not both; a NaN bound is
+/// refused), lo > hi gives hi everywhere, NaN stays NaN; the gradient passes where lo <= a <= hi.
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi = std::nullopt);
+/// Elementwise max / min with broadcasting, as torch.maximum / torch.minimum: a NaN on either side
+/// gives NaN; at a tie each side gets half the gradient.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
 
 /// The shape two operands broadcast to; throws naming `op` if they are incompatible.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
@@ -63,6 +74,15 @@ Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t axis, bool keepdim = false);
 /// Max over an axis; the gradient goes to the first maximal element of each slice.
 Tensor max(const Tensor& a, int64_t axis, bool keepdim = false);
+/// Variance over an axis, as torch.var: divided by n - 1 (`unbiased`, the default) or n; one
+/// element with unbiased gives NaN (0 / 0), as torch's. var(a) is over all elements, unbiased
+/// (biased: var(reshape(a, {-1}), 0, false); a bool overload would make var(a, 1) ambiguous).
+Tensor var(const Tensor& a);
+Tensor var(const Tensor& a, int64_t axis, bool unbiased = true, bool keepdim = false);
+/// sqrt(var): torch.std; its gradient where every element is equal is 0, as torch's. Under
+/// `using namespace heed`, call it heed::std(x) or x.std(): a plain std(x) is ambiguous with namespace std.
+Tensor std(const Tensor& a);
+Tensor std(const Tensor& a, int64_t axis, bool unbiased = true, bool keepdim = false);
 Tensor softmax(const Tensor& a, int64_t axis = -1);      ///< stable (max subtracted)
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);  ///< stable (log-sum-exp)
 
@@ -76,8 +96,11 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& axes);  ///< a view
 /// Elements [start, end) along `axis` (a view; negative start/end count from the end).
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end);
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
-/// Pieces of `size` along `axis` (the last may be shorter); each a view of `a`.
-std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t axis);
+/// Pieces of `size` along `axis` (the last may be shorter); each a view of `a` (torch.split).
+std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t axis = 0);
+/// At most `chunks` pieces of ceil(len / chunks) along `axis`, each a view (torch.chunk: fewer
+/// pieces when the length does not divide, e.g. 5 in 4 chunks gives 2, 2, 1).
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis = 0);
 Tensor unsqueeze(const Tensor& a, int64_t axis);  ///< a view with a new dim of size 1
 Tensor squeeze(const Tensor& a, int64_t axis);    ///< a view without a dim of size 1
 /// Broadcasts `a` to `shape` (a view with stride 0 on broadcast axes); -1 keeps an axis's size.
@@ -189,6 +212,9 @@ Tensor cross_entropy(const Tensor& logits, const Targets& targets, int32_t ignor
 /// one fused op. Targets equal to `ignore_index` contribute nothing.
 Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets,
                      int32_t ignore_index = -100);
+/// Mean squared error, mean((input - target)^2), as F.mse_loss; the shapes must be equal (torch
+/// broadcasts them with a warning). The gradient flows to both.
+Tensor mse_loss(const Tensor& input, const Tensor& target);
 /// Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p).
 /// Identity when p == 0. Draws the mask from `gen`.
 Tensor dropout(const Tensor& a, double p, Generator& gen);

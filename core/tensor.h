@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,14 @@ class Tensor {
   Tensor sqrt() const;
   Tensor tanh() const;
   Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor clamp(std::optional<double> lo, std::optional<double> hi = std::nullopt) const;
+  Tensor var() const;
+  Tensor var(int64_t axis, bool unbiased = true, bool keepdim = false) const;
+  Tensor std() const;
+  Tensor std(int64_t axis, bool unbiased = true, bool keepdim = false) const;
   Tensor pow(double exponent) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
   Tensor tril(int64_t k = 0) const;

@@ -17,4 +17,10 @@ Tensor GELU::forward(const Tensor& x) { return gelu(x); }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 
+Tensor SiLU::forward(const Tensor& x) { return silu(x); }
+
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+
 }  // namespace heed::nn

@@ -25,4 +25,22 @@ class ReLU : public Module {
   Tensor forward(const Tensor& x);
 };
 
+/// x sigmoid(x), as torch.nn.SiLU() (a SwiGLU's gate: silu(w1 x) * (w3 x)).
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& x);
+};
+
+/// 1 / (1 + e^-x), as torch.nn.Sigmoid().
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x);
+};
+
+/// tanh(x), as torch.nn.Tanh().
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x);
+};
+
 }  // namespace heed::nn

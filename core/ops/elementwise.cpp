@@ -337,4 +337,96 @@ Tensor gelu(const Tensor& a) {
   }, {a});
 }
 
+// e^-x by type: std::exp on a scalar, detail::exp_lanes (core/ops/simd_exp.h) on a batch.
+template <class V>
+static V exp_neg(V x) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::exp(-x);
+  } else {
+    return detail::exp_lanes(-x);
+  }
+}
+
+Tensor sigmoid(const Tensor& a) {
+  // e^-x overflows to inf below about -88 (float32), giving 1 / inf = 0: the right limit.
+  Tensor out = simd_unary_map(a, [](auto x) { return decltype(x)(1) / (decltype(x)(1) + exp_neg(x)); });
+  // d sigmoid = y (1 - y)
+  return record("sigmoid", out, {a}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{simd_binary_map(g, y, "sigmoid_backward", [](auto gv, auto yv) {
+      return gv * (yv * (decltype(yv)(1) - yv));
+    })};
+  }, {out});
+}
+
+Tensor silu(const Tensor& a) {
+  // torch's form x / (1 + e^-x), not x * sigmoid(x): far left, sigmoid(x) is a subnormal that has
+  // lost its digits before the product.
+  Tensor out = simd_unary_map(a, [](auto x) { return x / (decltype(x)(1) + exp_neg(x)); });
+  // d silu = s (1 + x (1 - s)), s = sigmoid(x), as torch's silu_backward.
+  return record("silu", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{simd_binary_map(g, a, "silu_backward", [](auto gv, auto x) {
+      using V = decltype(x);
+      const V s = V(1) / (V(1) + exp_neg(x));
+      return gv * (s * (V(1) + x * (V(1) - s)));
+    })};
+  }, {a});
+}
+
+Tensor sin(const Tensor& a) {
+  Tensor out = unary_map(a, [](auto x) { return std::sin(x); });
+  return record("sin", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "sin_backward", [](auto gv, auto x) { return gv * std::cos(x); })};
+  }, {a});
+}
+
+Tensor cos(const Tensor& a) {
+  Tensor out = unary_map(a, [](auto x) { return std::cos(x); });
+  return record("cos", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "cos_backward", [](auto gv, auto x) { return -(gv * std::sin(x)); })};
+  }, {a});
+}
+
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  HEED_CHECK(lo || hi, "clamp: give at least one of the bounds lo and hi");
+  HEED_CHECK(!(lo && std::isnan(*lo)) && !(hi && std::isnan(*hi)), "clamp: a bound is NaN");
+  const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
+  // The bounds rounded to a's dtype first, as torch's scalars are; written so that a NaN element
+  // stays NaN (each comparison with NaN is false), and lo > hi gives hi.
+  Tensor out = unary_map(a, [l, h](auto x) {
+    using T = decltype(x);
+    const T lt = static_cast<T>(l), ht = static_cast<T>(h);
+    const T y = x < lt ? lt : x;
+    return y > ht ? ht : y;
+  });
+  // torch's clamp_backward: the gradient where lo <= a <= hi (bounds included), 0 elsewhere and at NaN.
+  return record("clamp", out, {a}, [a = a.detach(), l, h](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "clamp_backward", [l, h](auto gv, auto x) {
+      using T = decltype(x);
+      return x >= static_cast<T>(l) && x <= static_cast<T>(h) ? gv : T(0);
+    })};
+  }, {a});
+}
+
+// maximum and minimum: `a_wins` is a > b for maximum and a < b for minimum. torch's backward
+// (derivatives.yaml, maximum): g / 2 to each side at a tie, g to the side that wins, 0 to the
+// other; with a NaN no comparison holds, so both sides get all of g.
+static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
+  const char* op = is_max ? "maximum" : "minimum";
+  Tensor out = binary_map(a, b, op, [is_max](auto x, auto y) {
+    if (x != x) return x;  // NaN on the left
+    if (y != y) return y;  // NaN on the right
+    return (is_max ? x > y : x < y) ? x : y;
+  });
+  return record(op, out, {a, b}, [a = a.detach(), b = b.detach(), is_max](const Tensor& g) {
+    const Tensor zero = Tensor::scalar(0.0, g.dtype());
+    const Tensor shared = where(eq(a, b), div(g, 2.0), g);
+    const Tensor a_loses = is_max ? lt(a, b) : gt(a, b), b_loses = is_max ? gt(a, b) : lt(a, b);
+    return std::vector<Tensor>{sum_to(where(a_loses, zero, shared), a.shape()),
+                               sum_to(where(b_loses, zero, shared), b.shape())};
+  }, {a, b});
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
+
 }  // namespace heed

@@ -32,6 +32,14 @@ Tensor Tensor::log() const { return heed::log(*this); }
 Tensor Tensor::sqrt() const { return heed::sqrt(*this); }
 Tensor Tensor::tanh() const { return heed::tanh(*this); }
 Tensor Tensor::relu() const { return heed::relu(*this); }
+Tensor Tensor::sigmoid() const { return heed::sigmoid(*this); }
+Tensor Tensor::sin() const { return heed::sin(*this); }
+Tensor Tensor::cos() const { return heed::cos(*this); }
+Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return heed::clamp(*this, lo, hi); }
+Tensor Tensor::var() const { return heed::var(*this); }
+Tensor Tensor::var(int64_t axis, bool unbiased, bool keepdim) const { return heed::var(*this, axis, unbiased, keepdim); }
+Tensor Tensor::std() const { return heed::std(*this); }
+Tensor Tensor::std(int64_t axis, bool unbiased, bool keepdim) const { return heed::std(*this, axis, unbiased, keepdim); }
 Tensor Tensor::pow(double exponent) const { return heed::pow(*this, exponent); }
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return heed::masked_fill(*this, mask, value); }
 Tensor Tensor::tril(int64_t k) const { return heed::tril(*this, k); }

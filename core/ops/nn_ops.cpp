@@ -364,6 +364,16 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, 
 }
 
 // ------------------------------------------------------------------------------------------
+// mse_loss: composed (a difference, its square, a mean), so its gradient is theirs.
+
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  HEED_CHECK(input.shape() == target.shape(), "mse_loss: input ", to_string(input.shape()), " and target ",
+             to_string(target.shape()), " differ in shape");
+  const Tensor d = input - target;
+  return mean(d * d);
+}
+
+// ------------------------------------------------------------------------------------------
 // dropout
 
 Tensor dropout(const Tensor& a, double p, Generator& gen) {

@@ -358,6 +358,36 @@ Tensor mean(const Tensor& a) { return sum_or_mean_all(a, true); }
 Tensor sum(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a, axis, keepdim, false); }
 Tensor mean(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a, axis, keepdim, true); }
 
+// var and std are composed of differentiable ops (two passes: the deviations from the mean, then
+// their squares summed), so their gradients are those ops' and need no backward of their own.
+static double var_divisor(int64_t n, bool unbiased) { return static_cast<double>(n) - (unbiased ? 1.0 : 0.0); }
+
+Tensor var(const Tensor& a) {
+  const Tensor d = a - mean(a);
+  return sum(d * d) / var_divisor(a.numel(), true);
+}
+
+Tensor var(const Tensor& a, int64_t axis, bool unbiased, bool keepdim) {
+  const int64_t n = a.size(axis);
+  const Tensor d = a - mean(a, axis, /*keepdim=*/true);
+  return sum(d * d, axis, keepdim) / var_divisor(n, unbiased);
+}
+
+// sqrt of a variance, whose gradient g / (2 sqrt v) is 0 where v = 0 (every element equal) rather
+// than inf, which the deviations (all 0) would turn into NaN: torch's std_backward masks it so.
+static Tensor sqrt_of_variance(const Tensor& v) {
+  const Tensor y = v.detach().sqrt();
+  return record("std", y, {v}, [y = y.detach()](const Tensor& g) {
+    const Tensor zero = Tensor::scalar(0.0, g.dtype());
+    return std::vector<Tensor>{where(eq(y, zero), zero, g / (y * 2.0))};
+  }, {y});
+}
+
+Tensor std(const Tensor& a) { return sqrt_of_variance(var(a)); }
+Tensor std(const Tensor& a, int64_t axis, bool unbiased, bool keepdim) {
+  return sqrt_of_variance(var(a, axis, unbiased, keepdim));
+}
+
 Tensor max(const Tensor& a, int64_t axis, bool keepdim) {
   const AxisView v = axis_view(a, axis, keepdim, "max");
   HEED_CHECK(v.n > 0 || v.outer * v.inner == 0, "max: cannot reduce axis ", axis, " of size 0 in shape ",

@@ -99,10 +99,19 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
 std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t axis) {
   const int64_t ax = normalize_axis(axis, a.dim(), "split", a.shape());
   HEED_CHECK(size > 0, "split: piece size must be positive, got ", size);
+  if (a.shape()[ax] == 0) return {slice(a, ax, 0, 0)};  // torch gives the one empty piece
   std::vector<Tensor> parts;
   for (int64_t s = 0; s < a.shape()[ax]; s += size)
     parts.push_back(slice(a, ax, s, std::min(s + size, a.shape()[ax])));
   return parts;
+}
+
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, a.dim(), "chunk", a.shape());
+  HEED_CHECK(chunks > 0, "chunk: the number of chunks must be positive, got ", chunks);
+  const int64_t len = a.shape()[ax];
+  if (len == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), slice(a, ax, 0, 0));  // torch: `chunks` empty pieces
+  return split(a, (len + chunks - 1) / chunks, ax);
 }
 
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {

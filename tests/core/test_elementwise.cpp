@@ -71,6 +71,9 @@ Tensor values(const std::vector<double>& v, const Shape& shape, DType dt) {
 // A = torch.sin(0.9 * torch.arange(12, dtype=torch.float64) + 0.2).reshape(3, 1, 4)
 // B = (torch.cos(0.6 * torch.arange(8, dtype=torch.float64)) + 1.5).reshape(2, 4)
 // p("badd", A + B); p("bsub", B - A); p("bmul", A * B); p("bdiv", A / B)
+// p("sigmoid", a.sigmoid()); p("silu", torch.nn.functional.silu(a)); p("sin", a.sin()); p("cos", a.cos())
+// p("clamp", a.clamp(-1, 1)); p("clampmin", a.clamp(min=0.4)); p("clampmax", a.clamp(max=-0.5))
+// p("clampinv", a.clamp(1, -1)); p("maximum", torch.maximum(a, b)); p("minimum", torch.minimum(a, b))
 // EOF
 TEST_CASE("elementwise forward values match PyTorch", "[elementwise]") {
   for (DType dt : {DType::f32, DType::f64}) {
@@ -103,6 +106,20 @@ TEST_CASE("elementwise forward values match PyTorch", "[elementwise]") {
     require_values(pow(q, 0.7), s, {0.4305116202, 1.136126977, 1.899144482, 0.1228228026, 2.639015822, 0.9289016977},
                    tol);
     require_values(pow(q, -1.5), s, {6.085806195, 0.7607257743, 0.2529822128, 89.4427191, 0.125, 1.171213948}, tol);
+    require_values(sigmoid(a), s, {0.6224593312, 0.2227001388, 0.880797078, 0.8175744762, 0.3208213008, 0.5744425168},
+                   tol);
+    require_values(silu(a), s, {0.3112296656, -0.2783751735, 1.761594156, 1.226361714, -0.2406159756, 0.172332755},
+                   tol);
+    require_values(sin(a), s, {0.4794255386, -0.9489846194, 0.9092974268, 0.9974949866, -0.68163876, 0.2955202067},
+                   tol);
+    require_values(cos(a), s, {0.8775825619, 0.3153223624, -0.4161468365, 0.07073720167, 0.7316888689, 0.9553364891},
+                   tol);
+    require_values(clamp(a, -1.0, 1.0), s, {0.5, -1, 1, 1, -0.75, 0.3}, tol);
+    require_values(clamp(a, 0.4), s, {0.5, 0.4, 2, 1.5, 0.4, 0.4}, tol);
+    require_values(clamp(a, std::nullopt, -0.5), s, {-0.5, -1.25, -0.5, -0.5, -0.75, -0.5}, tol);
+    require_values(clamp(a, 1.0, -1.0), s, {-1, -1, -1, -1, -1, -1}, tol);
+    require_values(maximum(a, b), s, {1.2, 0.8, 2, 1.5, 1.7, 3.1}, tol);
+    require_values(minimum(a, b), s, {0.5, -1.25, -2.5, -0.4, -0.75, 0.3}, tol);
     // The operators are the same ops.
     require_values(a + b, s, add(a, b).to_vector<double>(), 0);
     require_values(a / 2.0, s, mul(a, 0.5).to_vector<double>(), 0);
@@ -262,6 +279,8 @@ TEST_CASE("binary ops on transposed and sliced views equal the ops on contiguous
       {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }},
       {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }},
       {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
   };
   for (const auto& [name, f] : ops) {
     INFO(name);
@@ -281,6 +300,8 @@ TEST_CASE("float64 gradchecks of the binary ops, with broadcasting on either sid
       {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }},
       {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }},
       {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
   };
   // Pairs of shapes: equal, (3, 1, 4) with (2, 4) both ways, 0-d with a matrix both ways, a row
   // and a column.
@@ -352,6 +373,13 @@ TEST_CASE("float64 gradchecks of the scalar and pointwise ops", "[elementwise]")
       {"tanh", [](const Tensor& a) { return tanh(a); }, 0},
       {"relu", [](const Tensor& a) { return relu(a); }, 1},
       {"gelu", [](const Tensor& a) { return gelu(a); }, 0},
+      {"sigmoid", [](const Tensor& a) { return sigmoid(a); }, 0},
+      {"silu", [](const Tensor& a) { return silu(a); }, 0},
+      {"sin", [](const Tensor& a) { return sin(a); }, 0},
+      {"cos", [](const Tensor& a) { return cos(a); }, 0},
+      {"clamp [-0.5, 0.7]", [](const Tensor& a) { return clamp(a, -0.5, 0.7); }, 0},
+      {"clamp min 0.1", [](const Tensor& a) { return clamp(a, 0.1); }, 0},
+      {"clamp max -0.3", [](const Tensor& a) { return clamp(a, std::nullopt, -0.3); }, 0},
   };
   uint64_t seed = 300;
   for (const auto& c : cases) {
@@ -419,6 +447,94 @@ TEST_CASE("relu keeps NaN, pow 0 has a zero gradient at 0, a / s divides, |-0| i
 // gradient relative to |Phi| + |x phi| (it is 0 near x = -0.75). The textbook float
 // 0.5 x (1 + erf(x / sqrt 2)) fails this from x = -2 on (1 + erf cancels: at x = -4 it keeps two
 // bits); the first version of the kernel, with x^2 rounded, failed it from |x| = 4 on.
+// Printed by torch 1.13, float32 and float64 (the f32 lines where they differ):
+//   x = torch.tensor([-inf, -1000., -100., -89., -20., -0., 0., 20., 89., 100., 1000., inf, nan], requires_grad=True)
+//   torch.sigmoid(x), its gradient; F.silu(x), its gradient
+TEST_CASE("sigmoid and silu of +-inf, NaN, huge and tiny inputs are PyTorch's, values and gradients", "[elementwise]") {
+  const double inf = INFINITY, nan = NAN;
+  const std::vector<double> x = {-inf, -1000, -100, -89, -20, -0.0, 0.0, 20, 89, 100, 1000, inf, nan};
+  struct Expected {
+    DType dt;
+    std::vector<double> sig, sig_grad, silu, silu_grad;
+  };
+  const std::vector<Expected> expected = {
+      {DType::f32,
+       {0, 0, 0, 0, 2.061153692e-09, 0.5, 0.5, 1, 1, 1, 1, 1, nan},
+       {0, 0, 0, 0, 2.061153692e-09, 0.25, 0.25, 0, 0, 0, 0, 0, nan},
+       {nan, -0.0, -0.0, -0.0, -4.122307473e-08, -0.0, 0, 20, 89, 100, 1000, inf, nan},
+       {nan, -0.0, -0.0, -0.0, -3.916192171e-08, 0.5, 0.5, 1, 1, 1, 1, nan, nan}},
+      {DType::f64,
+       {0, 0, 3.720075976e-44, 2.227363562e-39, 2.061153618e-09, 0.5, 0.5, 0.9999999979, 1, 1, 1, 1, nan},
+       {0, 0, 3.720075976e-44, 2.227363562e-39, 2.061153614e-09, 0.25, 0.25, 2.061153688e-09, 0, 0, 0, 0, nan},
+       {nan, -0.0, -3.720075976e-42, -1.98235357e-37, -4.122307236e-08, -0.0, 0, 19.99999996, 89, 100, 1000, inf, nan},
+       {nan, -0.0, -3.682875216e-42, -1.960079934e-37, -3.916191866e-08, 0.5, 0.5, 1.000000039, 1, 1, 1, nan, nan}},
+  };
+  auto same = [](double got, double want) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (want == 0) return got == 0 && std::signbit(got) == std::signbit(want);
+    return std::fabs(got - want) <= 1e-9 * std::fabs(want) || std::isinf(want) && got == want;
+  };
+  for (const Expected& e : expected) {
+    // Each value 17 times over: whole vector batches at every width and the scalar tail.
+    std::vector<double> xs, rep;
+    for (double v : x)
+      for (int k = 0; k < 17; ++k) xs.push_back(v);
+    for (const auto& [name, f] : std::vector<std::pair<const char*, Unary>>{{"sigmoid", [](const Tensor& t) { return sigmoid(t); }},
+                                                                           {"silu", [](const Tensor& t) { return silu(t); }}}) {
+      Tensor leaf = Tensor::from_vector(xs, {static_cast<int64_t>(xs.size())}).to(e.dt).requires_grad_();
+      Tensor y = f(leaf);
+      y.backward(Tensor::ones(y.shape(), e.dt));
+      const std::vector<double> got = y.to(DType::f64).to_vector<double>();
+      const std::vector<double> grad = leaf.grad().to(DType::f64).to_vector<double>();
+      const bool is_sig = std::string(name) == "sigmoid";
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const size_t j = i / 17;
+        INFO(name << " " << dtype_name(e.dt) << " at " << x[j] << ": " << got[i] << ", gradient " << grad[i]);
+        CHECK(same(got[i], (is_sig ? e.sig : e.silu)[j]));
+        CHECK(same(grad[i], (is_sig ? e.sig_grad : e.silu_grad)[j]));
+      }
+    }
+  }
+}
+
+// torch 1.13: x = torch.tensor([nan, -2., -1., 0., 1., 2.], dtype=torch.float64); x.clamp(-1, 1) and its
+// gradient; a = [1, 2, nan, 3, 5], b = [1, 3, 1, nan, 4]: torch.maximum / minimum and their gradients.
+TEST_CASE("clamp, maximum and minimum at NaN, bounds and ties: values and gradients as torch", "[elementwise]") {
+  const double nan = NAN;
+  Tensor x = Tensor::from_vector(std::vector<double>{nan, -2, -1, 0, 1, 2}, {6}).requires_grad_();
+  Tensor y = clamp(x, -1.0, 1.0);
+  sum(y).backward();
+  const std::vector<double> yv = y.to_vector<double>();
+  CHECK(std::isnan(yv[0]));
+  CHECK(std::vector<double>(yv.begin() + 1, yv.end()) == std::vector<double>{-1, -1, 0, 1, 1});
+  require_values(x.grad(), {6}, {0, 0, 1, 1, 1, 0}, 0);  // bounds included; NaN gets none
+
+  Tensor a = Tensor::from_vector(std::vector<double>{1, 2, nan, 3, 5}, {5}).requires_grad_();
+  Tensor b = Tensor::from_vector(std::vector<double>{1, 3, 1, nan, 4}, {5}).requires_grad_();
+  for (bool is_max : {true, false}) {
+    INFO((is_max ? "maximum" : "minimum"));
+    a.zero_grad();
+    b.zero_grad();
+    Tensor m = is_max ? maximum(a, b) : minimum(a, b);
+    sum(m).backward();
+    const std::vector<double> mv = m.to_vector<double>();
+    CHECK(mv[0] == 1);
+    CHECK(mv[1] == (is_max ? 3 : 2));
+    CHECK(std::isnan(mv[2]));
+    CHECK(std::isnan(mv[3]));
+    CHECK(mv[4] == (is_max ? 5 : 4));
+    // A tie splits the gradient; a NaN gives all of it to both sides.
+    require_values(a.grad(), {5}, {0.5, is_max ? 0.0 : 1.0, 1, 1, is_max ? 1.0 : 0.0}, 0);
+    require_values(b.grad(), {5}, {0.5, is_max ? 1.0 : 0.0, 1, 1, is_max ? 0.0 : 1.0}, 0);
+  }
+  // float32 bounds are rounded to float32 first: clamp(0.1f, 0.1) leaves 0.1f as it is.
+  Tensor f = Tensor::full({3}, 0.1, DType::f32);
+  CHECK(clamp(f, 0.1).to_vector<float>() == std::vector<float>{0.1f, 0.1f, 0.1f});
+  CHECK_THROWS_WITH(clamp(f, std::nullopt, std::nullopt), Catch::Contains("clamp: give at least one of the bounds"));
+  CHECK_THROWS_WITH(clamp(f, NAN), Catch::Contains("clamp: a bound is NaN"));
+  CHECK_THROWS_WITH(maximum(f, Tensor::zeros({2})), Catch::Contains("maximum: shapes [3] and [2] cannot be broadcast"));
+}
+
 TEST_CASE("float32 GELU and its gradient are accurate to a few float ulps over the whole line", "[elementwise]") {
   std::vector<float> grid;
   for (float x = 0; x <= 12.5f; x += 0.5f * (x < 1 ? 1.0f / 4096 : x / 4096)) {

@@ -101,6 +101,34 @@ std::vector<SavedCase> saved_cases() {
                      Tensor a = leaf({3}, 1);
                      return std::pair{sum(gelu(a)), a};
                    }});
+  cases.push_back({"sigmoid, its output", "sigmoid", [] {
+                     Tensor y = sigmoid(leaf({3}, 1));
+                     return std::pair{sum(mul(y, 1.0)), y};
+                   }});
+  cases.push_back({"silu, its input", "silu", [] {
+                     Tensor a = leaf({3}, 1);
+                     return std::pair{sum(silu(a)), a};
+                   }});
+  cases.push_back({"sin, its input", "sin", [] {
+                     Tensor a = leaf({3}, 1);
+                     return std::pair{sum(sin(a)), a};
+                   }});
+  cases.push_back({"cos, its input", "cos", [] {
+                     Tensor a = leaf({3}, 1);
+                     return std::pair{sum(cos(a)), a};
+                   }});
+  cases.push_back({"clamp, its input", "clamp", [] {
+                     Tensor a = leaf({3}, 1);
+                     return std::pair{sum(clamp(a, -0.5, 0.5)), a};
+                   }});
+  cases.push_back({"maximum, its second input", "maximum", [] {
+                     Tensor a = leaf({3}, 1), b = leaf({3}, 2);
+                     return std::pair{sum(maximum(a, b)), b};
+                   }});
+  cases.push_back({"std, its output", "std", [] {
+                     Tensor y = heed::std(leaf({5}, 1));
+                     return std::pair{mul(y, 1.0), y};
+                   }});
   cases.push_back({"where, its condition", "where", [] {
                      Tensor cond = Tensor::from_vector(std::vector<int32_t>{1, 0, 1}, {3}).to(DType::boolean);
                      return std::pair{sum(where(cond, leaf({3}, 1), leaf({3}, 2))), cond};

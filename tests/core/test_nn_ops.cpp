@@ -528,3 +528,17 @@ TEST_CASE("layer_norm rejects mismatched weight and bias, naming the op", "[nn_o
                       Contains("layer_norm") && Contains("float64"));
   REQUIRE_THROWS_WITH(layer_norm(Tensor::scalar(1.0), Tensor(), Tensor(), 1e-5), Contains("layer_norm"));
 }
+
+// torch 1.13: F.mse_loss(a, b) with a = [[0.5, -1.25, 2.0], [1.5, -0.75, 0.3]],
+// b = [[1.2, 0.8, -2.5], [-0.4, 1.7, 3.1]] (float64) is 7.065833333.
+TEST_CASE("mse_loss matches F.mse_loss, gradchecks on both sides, refuses shapes that differ", "[nn_ops]") {
+  const Tensor a = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0, 1.5, -0.75, 0.3}, {2, 3});
+  const Tensor b = Tensor::from_vector(std::vector<double>{1.2, 0.8, -2.5, -0.4, 1.7, 3.1}, {2, 3});
+  CHECK(mse_loss(a, b).item() == Approx(7.065833333).epsilon(1e-9));
+  CHECK(mse_loss(a.to(DType::f32), b.to(DType::f32)).item() == Approx(7.065833333).epsilon(1e-6));
+  Tensor t = transpose(randn64({3, 2}, 70).detach(), 0, 1).detach().requires_grad_();  // a view
+  require_gradcheck([](const std::vector<Tensor>& in) { return mse_loss(in[0], in[1]); }, {randn64({2, 3}, 71), t});
+  require_gradcheck([](const std::vector<Tensor>& in) { return mse_loss(in[0], in[0] * 0.5); }, {randn64({4}, 72)});
+  CHECK_THROWS_WITH(mse_loss(a, Tensor::zeros({3}, DType::f64)),
+                    Catch::Contains("mse_loss: input [2, 3] and target [3] differ in shape"));
+}

@@ -23,6 +23,22 @@ TEST_CASE("pytorch.md: tensors: ops, methods and dtypes", "[doc]") {
   CHECK(x[1][2].item() == 6);
 }
 
+TEST_CASE("pytorch.md: functional ops: SwiGLU, mse_loss, std, chunk, and an in-place change refused", "[doc]") {
+  nn::Linear w1(8, 16, false), w3(8, 16, false), w2(16, 8, false);
+  Tensor x = Tensor::randn({4, 8});
+  Tensor h = w2.forward(silu(w1.forward(x)) * w3.forward(x));   // SwiGLU, LLaMA's MLP
+  Tensor loss = mse_loss(h, Tensor::zeros({4, 8}));
+  Tensor spread = x.std(1);                         // unbiased, as torch: shape [4]
+  auto halves = chunk(x, 2, 1);                     // two (4, 4) views
+  Tensor y = x.requires_grad_().sigmoid();
+  Tensor total = (y * 3.0).sum();
+  y.fill_(0.0);                                     // sigmoid's backward reads y
+  CHECK(loss.item() > 0);
+  CHECK(spread.shape() == Shape{4});
+  CHECK(halves[1].shape() == Shape{4, 4});
+  CHECK_THROWS_WITH(total.backward(), Catch::Contains("modified in place"));
+}
+
 TEST_CASE("pytorch.md: masks: scaled_dot_product_attention", "[doc]") {
   Tensor q = Tensor::randn({2, 4, 8}), k = Tensor::randn({2, 6, 8}), v = Tensor::randn({2, 6, 8});
   Tensor keep = Tensor::arange(6) < 4;              // keys 0..3 take part
@@ -106,5 +122,5 @@ TEST_CASE("pytorch.md: every snippet of the page is compiled by this file", "[do
     ++blocks;
     at = end + close.size();
   }
-  REQUIRE(blocks == 6);
+  REQUIRE(blocks == 7);
 }

@@ -371,3 +371,45 @@ TEST_CASE("bad axes throw naming the op and the shape", "[reduce]") {
   REQUIRE_THROWS_WITH(sum(Tensor::scalar(1.0), 1), Contains("sum") && Contains("[]"));
   REQUIRE_THROWS_WITH(max(Tensor::zeros({2, 0}), 1), Contains("max") && Contains("[2, 0]"));
 }
+
+// torch 1.13, float64: a = [[0.5, -1.25, 2.0], [1.5, -0.75, 0.3]]; a.var(1), a.var(0, unbiased=False),
+// a.var(), a.std(1), a.std(), a.std(0, unbiased=False, keepdim=True); torch.tensor([3.]).var() is nan;
+// x = torch.tensor([2., 2.], requires_grad=True); x.std().backward() gives x.grad = [0, 0].
+TEST_CASE("var and std match torch, with gradchecks over every axis and on views", "[reduce]") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == DType::f32 ? 1e-6 : 1e-9;
+    const Tensor a = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0, 1.5, -0.75, 0.3}, {2, 3}).to(dt);
+    require_values(var(a, 1), {2}, {2.645833333, 1.2675}, tol);
+    require_values(var(a, 0, /*unbiased=*/false), {3}, {0.25, 0.0625, 0.7225}, tol);
+    require_values(var(a), {}, {1.566666667}, tol);
+    require_values(a.var(), {}, {1.566666667}, tol);
+    require_values(heed::std(a, 1), {2}, {1.626601775, 1.125833025}, tol);
+    require_values(a.std(), {}, {1.251665557}, tol);
+    require_values(heed::std(a, 0, false, /*keepdim=*/true), {1, 3}, {0.5, 0.25, 0.85}, tol);
+    require_values(a.std(-1, true, true), {2, 1}, {1.626601775, 1.125833025}, tol);
+  }
+  CHECK(std::isnan(var(Tensor::from_vector(std::vector<double>{3.0}, {1})).item()));  // 0 / 0, as torch
+  Tensor same = Tensor::from_vector(std::vector<double>{2.0, 2.0}, {2}).requires_grad_();
+  heed::std(same).backward();
+  require_values(same.grad(), {2}, {0, 0}, 0);  // not NaN: torch's std_backward masks a zero std
+
+  for (int64_t axis = -3; axis < 3; ++axis)
+    for (bool unbiased : {true, false})
+      for (bool keep : {false, true}) {
+        INFO("axis " << axis << " unbiased " << unbiased << " keepdim " << keep);
+        Tensor x = randn64({2, 3, 4}, 40 + axis);
+        require_gradcheck([&](const std::vector<Tensor>& in) { return var(in[0], axis, unbiased, keep); }, {x});
+        require_gradcheck([&](const std::vector<Tensor>& in) { return heed::std(in[0], axis, unbiased, keep); }, {x});
+      }
+  Tensor xt = transpose(randn64({4, 3, 2}, 50).detach(), 0, 2).detach().requires_grad_();
+  Tensor xs = slice(randn64({2, 3, 7}, 51).detach(), 2, 1, 5).detach().requires_grad_();
+  for (const Tensor& x : {xt, xs}) {
+    INFO("strides " << to_string(x.strides()));
+    require_gradcheck([](const std::vector<Tensor>& in) { return var(in[0]); }, {x});
+    require_gradcheck([](const std::vector<Tensor>& in) { return heed::std(in[0]); }, {x});
+    require_gradcheck([](const std::vector<Tensor>& in) { return heed::std(in[0], 1); }, {x});
+    // Used twice: the deviations and the mean both come from the one input.
+    require_gradcheck([](const std::vector<Tensor>& in) { return var(in[0], 2) * mean(in[0], 2); }, {x});
+  }
+}

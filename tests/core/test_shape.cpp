@@ -119,6 +119,33 @@ TEST_CASE("split makes views with a shorter last piece", "[shape]") {
   REQUIRE(split(y, 7, -1).size() == 1);
 }
 
+// torch 1.13: [t.shape[0] for t in torch.chunk(torch.zeros(n), k)] for (n, k) = (5, 4), (6, 4),
+// (0, 3), (2, 5) gives [2, 2, 1], [2, 2, 2], [0, 0, 0], [1, 1]; torch.split(torch.zeros(0), 2)
+// gives one empty piece.
+TEST_CASE("chunk makes torch's pieces, views of the input, and the gradient reaches every piece", "[shape]") {
+  auto sizes = [](const std::vector<Tensor>& parts) {
+    std::vector<int64_t> out;
+    for (const Tensor& p : parts) out.push_back(p.size(0));
+    return out;
+  };
+  CHECK(sizes(chunk(Tensor::zeros({5}), 4)) == std::vector<int64_t>{2, 2, 1});
+  CHECK(sizes(chunk(Tensor::zeros({6}), 4)) == std::vector<int64_t>{2, 2, 2});
+  CHECK(sizes(chunk(Tensor::zeros({0}), 3)) == std::vector<int64_t>{0, 0, 0});
+  CHECK(sizes(chunk(Tensor::zeros({2}), 5)) == std::vector<int64_t>{1, 1});
+  CHECK(sizes(split(Tensor::zeros({0}), 2)) == std::vector<int64_t>{0});
+  Tensor y = iota({2, 7});
+  const auto parts = chunk(y, 3, -1);  // pieces of 3, 3, 1 along the last axis
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[2].storage() == y.storage());
+  require_values(parts[1], {2, 3}, {3, 4, 5, 10, 11, 12}, 0);
+  CHECK_THROWS_WITH(chunk(y, 0), Catch::Contains("chunk: the number of chunks must be positive"));
+  // The gradient of a sum over pieces weighted differently reaches each piece's elements.
+  require_gradcheck([](const std::vector<Tensor>& in) {
+    const auto p = chunk(in[0], 2, 1);
+    return p[0] * 2.0 + p[1] * p[1];  // (3, 2) each: the second used twice
+  }, {randn64({3, 4}, 60)});
+}
+
 TEST_CASE("unsqueeze squeeze and expand are views", "[shape]") {
   Tensor x = iota({2, 3, 4});
   // x.unsqueeze(1): (2,1,3,4), strides (12,12,4,1); x.unsqueeze(-1): (2,3,4,1), strides (12,4,1,1)

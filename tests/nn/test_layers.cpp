@@ -330,6 +330,15 @@ TEST_CASE("GELU and ReLU modules match PyTorch, gradchecks", "[layers]") {
   REQUIRE(nn::apply_activation(nn::Activation::gelu, x).to_vector<float>() == gelu_m.forward(x).to_vector<float>());
   REQUIRE(nn::apply_activation(nn::Activation::relu, x).to_vector<float>() == relu_m.forward(x).to_vector<float>());
   REQUIRE(gelu_m.named_parameters().empty());
+  // The other activation modules are their functions (whose values core/test_elementwise checks
+  // against torch), with no parameters.
+  nn::SiLU silu_m;
+  nn::Sigmoid sigmoid_m;
+  nn::Tanh tanh_m;
+  REQUIRE(silu_m.forward(x).to_vector<float>() == silu(x).to_vector<float>());
+  REQUIRE(sigmoid_m.forward(x).to_vector<float>() == sigmoid(x).to_vector<float>());
+  REQUIRE(tanh_m.forward(x).to_vector<float>() == tanh(x).to_vector<float>());
+  REQUIRE(silu_m.named_parameters().empty());
 
   Tensor x64 = wave({3, 8}, 0.05, 3.0, DType::f64, -1.2).requires_grad_();  // no element within 0.02 of 0
   for (double v : x64.to_vector<double>()) REQUIRE(std::abs(v) > 0.02);
