@@ -49,15 +49,20 @@ bool job_ends_within(std::chrono::steady_clock::duration limit) {
 
 int on_processes(const std::function<int(dist::Communicator&)>& command) {
   const auto stop_requested = [] { return g_stop_signal != 0; };
-  if (!dist::launched_by_mpirun()) {
-    dist::LocalCommunicator world;
-    world.set_stop_check(stop_requested);  // a step of many micro-batches polls it between them
+  // A stop inside a data-parallel step that the command does not catch (heed bench) is the stop
+  // it is: exit 128 + N with main's one line, on one process and under mpirun alike.
+  const auto run = [&](dist::Communicator& world) {
     try {
       return command(world);
-    } catch (const dist::Stopped&) {  // not caught by the command (heed bench): the stop it is
+    } catch (const dist::Stopped&) {
       if (g_stop_signal) throw Stopped(g_stop_signal);
       throw;
     }
+  };
+  if (!dist::launched_by_mpirun()) {
+    dist::LocalCommunicator world;
+    world.set_stop_check(stop_requested);  // a step of many micro-batches polls it between them
+    return run(world);
   }
   dist::Runtime runtime;
   dist::Communicator& world = runtime.world();
@@ -84,7 +89,7 @@ int on_processes(const std::function<int(dist::Communicator&)>& command) {
   };
   int code = 0;
   try {
-    code = command(world);
+    code = run(world);
   } catch (const Stopped& e) {
     if (rank == 0) std::fprintf(stderr, "heed: stopped by signal %d\n", e.signal);  // as main says it
     code = 128 + e.signal;

@@ -210,6 +210,25 @@ TEST_CASE("mpirun refuses a process count that does not divide --grad-accum in o
                               Catch::Contains("\"tokens_per_s\"") && Catch::Contains("\"reduce_ms_in_backward\""));
 }
 
+TEST_CASE("Ctrl-C to mpirun running heed bench ends it as a stop, not as an error", "[dist][mpi][cli]") {
+  // The stop reaches bench inside a data-parallel step, as dist::Stopped: it used to end rank 0
+  // with "heed: error: rank 0 of 2: stopped while waiting for the other processes" and MPI_ABORT.
+  ScratchDir dir("mpi-bench-stop");
+  const std::vector<std::string> cmd = cat(heed_on(2), {"bench", "--grad-accum", "2", "--iters", "1000000", "--n-layer",
+                                                        "1", "--n-embd", "32", "--n-head", "2", "--block-size", "16",
+                                                        "--batch-size", "4", "--threads", "1"});
+  const pid_t job = spawn_process(cmd, dir / "job.out", dir / "job.err", mpi_options(cmd, 300 * kTimeScale));
+  std::this_thread::sleep_for(std::chrono::duration<double>(6 * kTimeScale));  // well into its steps
+  REQUIRE(waitpid(job, nullptr, WNOHANG) == 0);                                 // still running
+  double took = 0;
+  const ProcessResult r = signal_and_wait(job, job, SIGINT, dir, took);
+  INFO(r.out << r.err << "took " << took << " s");
+  REQUIRE_THAT(r.err, Catch::Contains("heed: stopped by signal"));
+  REQUIRE_THAT(r.err, !Catch::Contains("heed: error") && !Catch::Contains("MPI_ABORT"));
+  REQUIRE(r.out.empty());  // no result line for a run cut short
+  REQUIRE(took < 20 * kTimeScale);
+}
+
 TEST_CASE("plain heed train loads no MPI library", "[dist][cli]") {
   ScratchDir dir("mpi-plain");
   const std::string out = dir / "run";
