@@ -147,11 +147,17 @@ void remove_stale_temp_files(const std::string& dir) {
   }
 }
 
-void prepare_out_dir(const std::string& dir) {
+// Creates `dir` and returns the directories it had to create, deepest first (empty if it existed).
+std::vector<std::string> prepare_out_dir(const std::string& dir) {
   if (dir.empty()) throw UsageError("--out: empty path");
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw UsageError("--out " + dir + ": exists and is not a directory");
+  std::vector<std::string> created;
+  for (fs::path p = fs::absolute(dir, ec).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    if (p.has_filename()) created.push_back(p.string());
+    if (p == p.parent_path()) break;
+  }
   fs::create_directories(dir, ec);
   if (ec) throw UsageError("--out " + dir + ": cannot create directory (" + ec.message() + ")");
   // access() says yes to root everywhere and knows nothing of read-only or special file systems:
@@ -161,6 +167,7 @@ void prepare_out_dir(const std::string& dir) {
   if (fd < 0) throw UsageError("--out " + dir + ": cannot create files in it (" + std::strerror(errno) + ")");
   ::close(fd);
   ::unlink(probe.c_str());
+  return created;
 }
 
 }  // namespace
@@ -177,21 +184,39 @@ RunKind run_kind(const std::string& dir) {
 
 RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, const std::string& command)
     : dir_(dir) {
-  prepare_out_dir(dir);
-  const std::string lock_file = (fs::path(dir) / ".heed.lock").string();
-  // O_NOFOLLOW: a symlink planted as the lock must not make heed write its note into the link's
-  // target; and only a regular file is a lock (a FIFO or a device would block or be written).
-  lock_fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-  HEED_CHECK(lock_fd_ >= 0, lock_file, ": cannot open the run directory's lock (",
-             errno == ELOOP ? std::string("it is a symbolic link; remove it") : std::string(std::strerror(errno)), ")");
-  struct stat lock_st {};
-  if (::fstat(lock_fd_, &lock_st) != 0 || !S_ISREG(lock_st.st_mode)) {
+  created_dirs_ = prepare_out_dir(dir);
+  lock_file_ = (fs::path(dir) / ".heed.lock").string();
+  const std::string& lock_file = lock_file_;
+  int lock_error = 0;  // flock's errno, 0 once the lock is ours
+  for (int attempt = 0;; ++attempt) {
+    // O_NOFOLLOW: a symlink planted as the lock must not make heed write its note into the link's
+    // target; and only a regular file is a lock (a FIFO or a device would block or be written).
+    created_lock_ = ::access(lock_file.c_str(), F_OK) != 0;
+    lock_fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    HEED_CHECK(lock_fd_ >= 0, lock_file, ": cannot open the run directory's lock (",
+               errno == ELOOP ? std::string("it is a symbolic link; remove it") : std::string(std::strerror(errno)), ")");
+    struct stat lock_st {};
+    if (::fstat(lock_fd_, &lock_st) != 0 || !S_ISREG(lock_st.st_mode)) {
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      detail::fail(lock_file, ": the run directory's lock is not a regular file; remove it");
+    }
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {  // held by another: refused below
+      lock_error = errno;
+      break;
+    }
+    // A refused run removes the lock file it made (release()); one that opened that file just
+    // before may then hold a lock on a file no longer in the directory. Only the file at the
+    // path counts: take that one.
+    struct stat at_path {};
+    if (::stat(lock_file.c_str(), &at_path) == 0 && at_path.st_ino == lock_st.st_ino && at_path.st_dev == lock_st.st_dev)
+      break;
     ::close(lock_fd_);
     lock_fd_ = -1;
-    detail::fail(lock_file, ": the run directory's lock is not a regular file; remove it");
+    HEED_CHECK(attempt < 100, lock_file, ": the run directory's lock keeps being replaced");
   }
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
+  if (lock_error != 0) {
+    const int err = lock_error;
     char holder[512] = {0};
     const ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
     std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string();
@@ -215,7 +240,7 @@ RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, c
   try {
     apply_mode(kind, mode, command);
   } catch (...) {
-    ::close(lock_fd_);
+    release();
     throw;
   }
 }
@@ -251,8 +276,21 @@ void RunDirectory::clear_old_run() {
   mode_ = OutMode::fresh;  // once
 }
 
-RunDirectory::~RunDirectory() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // closing the descriptor releases the flock
+void RunDirectory::release() {
+  if (lock_fd_ < 0) return;
+  // A command refused before it wrote anything leaves the directory as it found it: no lock file
+  // it made, no directory it made (a typo in --data must not leave runs/new/.heed.lock behind).
+  // The lock is still held while its file goes, so no other heed can be in the directory.
+  bool wrote = false;
+  for (const std::string& file : run_files(dir_)) wrote |= exists(file);
+  if (!wrote && created_lock_) ::unlink(lock_file_.c_str());
+  ::close(lock_fd_);  // closing the descriptor releases the flock
+  lock_fd_ = -1;
+  if (wrote) return;
+  for (const std::string& d : created_dirs_)
+    if (::rmdir(d.c_str()) != 0) break;  // not empty (someone else's files): leave it and its parents
 }
+
+RunDirectory::~RunDirectory() { release(); }
 
 }  // namespace heed::cli

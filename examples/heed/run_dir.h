@@ -6,7 +6,9 @@
 //     --overwrite (start over: the old run's files are removed before the new run writes, once
 //     everything that can refuse it, such as its corpus, has been checked) says what to do;
 //   - never touch a run of the other kind (a GPT run and a seq2seq run), whatever the flags, nor a
-//     file heed did not write at one of a run's paths (a user's own config.toml, say).
+//     file heed did not write at one of a run's paths (a user's own config.toml, say);
+//   - leave DIR as it was found when the command is refused before it writes a run: the
+//     directories and the lock file it created go again.
 #pragma once
 
 #include <memory>
@@ -64,7 +66,11 @@ class RunDirectory {
 
  private:
   void apply_mode(RunKind kind, OutMode mode, const std::string& command);
+  void release();  // unlocks; removes the lock file and directories this made if no run was written
   std::string dir_;
+  std::string lock_file_;
+  std::vector<std::string> created_dirs_;  // made by this, deepest first
+  bool created_lock_ = false;
   OutMode mode_ = OutMode::fresh;
   int lock_fd_ = -1;
   RunKind found_ = RunKind::none;

@@ -211,6 +211,34 @@ TEST_CASE("run dir: two trainings into one --out: the second is refused naming t
   require_ok(run_heed({"train", "--resume", "--out", run, "--max-iters", "30", "--threads", "1", "--sample-tokens", "0"}));
 }
 
+TEST_CASE("run dir: a train refused before it writes leaves no directory and no lock file it made", "[cli]") {
+  Fixture fx;
+  const std::string short_corpus = fx.dir / "short.txt";
+  write_file(short_corpus, "too short for a block of 8 and its validation split");
+  auto refused = [&](const std::string& out) {
+    const ProcessResult r = run_heed(tiny(short_corpus, out));
+    require_clean_error(r, 1, {"too few for --block-size 8"});
+  };
+  // A new directory, three levels of it: none of them is left.
+  refused(fx.dir / "new/a/b");
+  CHECK_FALSE(fs::exists(fx.dir / "new"));
+  // A directory of the user's: kept with its files, without a lock file.
+  fs::create_directories(fx.dir / "mine");
+  write_file(fx.dir / "mine/notes.txt", "mine");
+  refused(fx.dir / "mine");
+  CHECK(read_file(fx.dir / "mine/notes.txt") == "mine");
+  CHECK_FALSE(fs::exists(fx.dir / "mine/.heed.lock"));
+  // A lock file that was there before (an earlier run's directory, its files moved away) stays.
+  fs::create_directories(fx.dir / "old");
+  write_file(fx.dir / "old/.heed.lock", "pid 1, heed train, started 2026-01-01 00:00:00\n");
+  refused(fx.dir / "old");
+  CHECK(fs::exists(fx.dir / "old/.heed.lock"));
+  // A run that writes keeps its directory and lock file, as before.
+  require_ok(run_heed(tiny(fx.corpus, fx.dir / "ok/run")));
+  CHECK(fs::exists(fx.dir / "ok/run/.heed.lock"));
+  CHECK(fs::exists(fx.dir / "ok/run/model.safetensors"));
+}
+
 TEST_CASE("run dir: the lock of a killed run never blocks the next one", "[cli]") {
   Fixture fx;
   const std::string run = fx.dir / "run";
