@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "io.h"
 #include "seq2seq_state.h"
+#include "stop.h"
 #include "svg.h"
 
 namespace heed::cli {
@@ -243,6 +244,9 @@ RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, c
     release();
     throw;
   }
+  // A stop in a read-only phase ends heed at once, without destructors: it removes these itself.
+  if (created_lock_ || !created_dirs_.empty())
+    set_exit_at_once_cleanup(created_lock_ ? lock_file_ : std::string(), run_files(dir_), created_dirs_);
 }
 
 void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& command) {
@@ -278,6 +282,7 @@ void RunDirectory::clear_old_run() {
 
 void RunDirectory::release() {
   if (lock_fd_ < 0) return;
+  set_exit_at_once_cleanup("", {}, {});
   // A command refused before it wrote anything leaves the directory as it found it: no lock file
   // it made, no directory it made (a typo in --data must not leave runs/new/.heed.lock behind).
   // The lock is still held while its file goes, so no other heed can be in the directory.

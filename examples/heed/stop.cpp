@@ -1,7 +1,9 @@
 #include "stop.h"
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
+#include <cstring>
 
 #include <signal.h>
 #include <time.h>
@@ -16,6 +18,23 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 namespace {
 
 volatile std::sig_atomic_t g_exit_at_once = 0;  // an ExitAtOnceOnStop is alive
+
+// set_exit_at_once_cleanup's paths, in static storage for the handler: the lock file, the run's
+// files (any of them present: keep the lock), the directories to remove deepest first.
+constexpr int kMaxCleanupPaths = 32;
+char g_cleanup_path[kMaxCleanupPaths][PATH_MAX];
+int g_cleanup_run_files = 0, g_cleanup_dirs = 0;
+volatile std::sig_atomic_t g_cleanup_set = 0;  // 0 while the paths are being changed
+
+void clean_up_before_exit() {  // async-signal-safe: access, unlink, rmdir
+  if (!g_cleanup_set) return;
+  const char* lock = g_cleanup_path[0];
+  for (int i = 1; i <= g_cleanup_run_files; ++i)
+    if (::access(g_cleanup_path[i], F_OK) == 0) return;  // a run was written: leave everything
+  ::unlink(lock);
+  for (int i = 1 + g_cleanup_run_files; i < 1 + g_cleanup_run_files + g_cleanup_dirs; ++i)
+    if (::rmdir(g_cleanup_path[i]) != 0) return;
+}
 
 // Writes `before` N `after` to stderr, N the signal's number, with async-signal-safe calls only.
 void say_with_signal(const char* before, int sig, const char* after) {
@@ -59,6 +78,7 @@ void on_stop_signal(int sig) {
     _exit(128 + sig);  // the second signal: no more waiting
   }
   if (g_exit_at_once) {  // a read-only phase: nothing to save
+    clean_up_before_exit();
     say_stopped(sig);
     _exit(128 + sig);
   }
@@ -77,6 +97,23 @@ ExitAtOnceOnStop::ExitAtOnceOnStop() {
 }
 
 ExitAtOnceOnStop::~ExitAtOnceOnStop() { g_exit_at_once = 0; }
+
+void set_exit_at_once_cleanup(const std::string& lock_file, const std::vector<std::string>& run_files,
+                              const std::vector<std::string>& dirs) {
+  g_cleanup_set = 0;
+  if (lock_file.empty()) return;
+  const size_t n = 1 + run_files.size() + dirs.size();
+  bool fits = n <= kMaxCleanupPaths && lock_file.size() < PATH_MAX;
+  for (const auto& p : run_files) fits &= p.size() < PATH_MAX;
+  for (const auto& p : dirs) fits &= p.size() < PATH_MAX;
+  if (!fits) return;  // no cleanup rather than a wrong one
+  std::strcpy(g_cleanup_path[0], lock_file.c_str());
+  for (size_t i = 0; i < run_files.size(); ++i) std::strcpy(g_cleanup_path[1 + i], run_files[i].c_str());
+  for (size_t i = 0; i < dirs.size(); ++i) std::strcpy(g_cleanup_path[1 + run_files.size() + i], dirs[i].c_str());
+  g_cleanup_run_files = static_cast<int>(run_files.size());
+  g_cleanup_dirs = static_cast<int>(dirs.size());
+  g_cleanup_set = 1;
+}
 
 void install_stop_handlers() {
   struct sigaction sa {};

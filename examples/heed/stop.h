@@ -11,6 +11,8 @@
 
 #include <csignal>
 #include <exception>
+#include <string>
+#include <vector>
 
 namespace heed::cli {
 
@@ -45,5 +47,13 @@ class ExitAtOnceOnStop {
   ExitAtOnceOnStop(const ExitAtOnceOnStop&) = delete;
   ExitAtOnceOnStop& operator=(const ExitAtOnceOnStop&) = delete;
 };
+
+/// What a stop that ends the process at once (an ExitAtOnceOnStop phase) removes first, so that a
+/// run directory it had only just made is left as it was found: `lock_file` unless one of
+/// `run_files` exists, then `dirs` in order (deepest first) until one is not empty. Set by
+/// RunDirectory while it holds its lock; cleared (an empty lock_file) when it lets go. Paths are
+/// copied into static storage: the handler may only call unlink, rmdir and access.
+void set_exit_at_once_cleanup(const std::string& lock_file, const std::vector<std::string>& run_files,
+                              const std::vector<std::string>& dirs);
 
 }  // namespace heed::cli

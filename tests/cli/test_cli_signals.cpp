@@ -337,6 +337,8 @@ TEST_CASE("signals: a stop while train or bench reads a large corpus ends heed a
     require_stopped(r, SIGINT);
     CHECK(r.err.find("stopped by signal 2") != std::string::npos);
     CHECK(!fs::exists(run + "/train_state.safetensors"));
+    // train had made the directory and its lock file and written nothing: both are gone again.
+    CHECK(!fs::exists(run));
   }
 }
 
