@@ -83,6 +83,10 @@ Tensor var(const Tensor& a, int64_t axis, bool unbiased = true, bool keepdim = f
 /// `using namespace heed`, call it heed::std(x) or x.std(): a plain std(x) is ambiguous with namespace std.
 Tensor std(const Tensor& a);
 Tensor std(const Tensor& a, int64_t axis, bool unbiased = true, bool keepdim = false);
+/// var(a, false) and std(a, true) would take the bool for an axis (torch reads it as `unbiased`):
+/// refused when compiled.
+template <class B> requires std::same_as<B, bool> Tensor var(const Tensor&, B) = delete;
+template <class B> requires std::same_as<B, bool> Tensor std(const Tensor&, B) = delete;
 Tensor softmax(const Tensor& a, int64_t axis = -1);      ///< stable (max subtracted)
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);  ///< stable (log-sum-exp)
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -209,6 +210,9 @@ class Tensor {
   Tensor var(int64_t axis, bool unbiased = true, bool keepdim = false) const;
   Tensor std() const;
   Tensor std(int64_t axis, bool unbiased = true, bool keepdim = false) const;
+  /// x.var(false) would take the bool for an axis (torch's is `unbiased`): refused when compiled.
+  template <class B> requires std::same_as<B, bool> Tensor var(B) const = delete;
+  template <class B> requires std::same_as<B, bool> Tensor std(B) const = delete;
   Tensor pow(double exponent) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
   Tensor tril(int64_t k = 0) const;

@@ -360,7 +360,11 @@ Tensor mean(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a,
 
 // var and std are composed of differentiable ops (two passes: the deviations from the mean, then
 // their squares summed), so their gradients are those ops' and need no backward of their own.
-static double var_divisor(int64_t n, bool unbiased) { return static_cast<double>(n) - (unbiased ? 1.0 : 0.0); }
+// n - 1 (unbiased) or n, never below 0 (torch's max(0, n - correction)): no elements give 0 / 0,
+// NaN, as torch's.
+static double var_divisor(int64_t n, bool unbiased) {
+  return std::max(0.0, static_cast<double>(n) - (unbiased ? 1.0 : 0.0));
+}
 
 Tensor var(const Tensor& a) {
   const Tensor d = a - mean(a);
@@ -368,7 +372,7 @@ Tensor var(const Tensor& a) {
 }
 
 Tensor var(const Tensor& a, int64_t axis, bool unbiased, bool keepdim) {
-  const int64_t n = a.size(axis);
+  const int64_t n = axis_view(a, axis, keepdim, "var").n;  // checks the axis, naming var
   const Tensor d = a - mean(a, axis, /*keepdim=*/true);
   return sum(d * d, axis, keepdim) / var_divisor(n, unbiased);
 }

@@ -111,7 +111,7 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis) {
   HEED_CHECK(chunks > 0, "chunk: the number of chunks must be positive, got ", chunks);
   const int64_t len = a.shape()[ax];
   if (len == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), slice(a, ax, 0, 0));  // torch: `chunks` empty pieces
-  return split(a, (len + chunks - 1) / chunks, ax);
+  return split(a, len / chunks + (len % chunks != 0), ax);  // ceil(len / chunks), without overflow
 }
 
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {

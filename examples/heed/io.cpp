@@ -200,6 +200,12 @@ void finish_stdout() {
                       (failed ? std::string(" (") + std::strerror(err) + ")" : std::string()));
 }
 
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
+  return ec ? path : abs;
+}
+
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code ec;
   if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);

@@ -57,6 +57,11 @@ void finish_stdout();
 /// made absolute and normalised): an output must never be one of the command's inputs.
 bool same_file(const std::string& a, const std::string& b);
 
+/// `path` made absolute and normalised lexically ("a/../b" is "b", as the shell's cd does; a
+/// symlink named before ".." is not followed), or `path` itself if the working directory is gone:
+/// how every command names the files and directories it is given.
+std::string absolute_path(const std::string& path);
+
 /// Refuses (UsageError naming `flag`) to replace an existing `path` that is not a file of the kind
 /// the command writes, recognised by its first bytes (`signature`, "<svg" for a drawing): a
 /// drawing may be redrawn, a checkpoint or a text given by mistake is never overwritten.

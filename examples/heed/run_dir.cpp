@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -148,27 +149,45 @@ void remove_stale_temp_files(const std::string& dir) {
   }
 }
 
-// Creates `dir` and returns the directories it had to create, deepest first (empty if it existed).
-std::vector<std::string> prepare_out_dir(const std::string& dir) {
+// A refused heed removes the directories it made (RunDirectory::release), perhaps while another
+// is between creating them and opening its lock there: that one finds a directory missing
+// (ENOENT) and makes it again, this many times at most.
+constexpr int kMaxDirectoryRetries = 100;
+
+// Adds `more` to the directories this process made, keeping them deepest first (they all lie on
+// one path, so the longer name is the deeper one).
+void add_created(std::vector<std::string>& created, const std::vector<std::string>& more) {
+  for (const std::string& d : more)
+    if (std::find(created.begin(), created.end(), d) == created.end()) created.push_back(d);
+  std::sort(created.begin(), created.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+}
+
+// Creates `dir` and adds the directories it had to create to `created`. Returns false if a
+// directory vanished on the way (ENOENT: try again).
+bool prepare_out_dir(const std::string& dir, std::vector<std::string>& created) {
   if (dir.empty()) throw UsageError("--out: empty path");
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw UsageError("--out " + dir + ": exists and is not a directory");
-  std::vector<std::string> created;
+  std::vector<std::string> missing;
   for (fs::path p = fs::absolute(dir, ec).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-    if (p.has_filename()) created.push_back(p.string());
+    if (p.has_filename()) missing.push_back(p.string());
     if (p == p.parent_path()) break;
   }
   fs::create_directories(dir, ec);
+  add_created(created, missing);
+  if (ec == std::errc::no_such_file_or_directory) return false;
   if (ec) throw UsageError("--out " + dir + ": cannot create directory (" + ec.message() + ")");
   // access() says yes to root everywhere and knows nothing of read-only or special file systems:
   // creating a file is the real test, done now rather than at the first checkpoint.
   const std::string probe = (fs::path(dir) / (".heed-write-test." + std::to_string(::getpid()))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw UsageError("--out " + dir + ": cannot create files in it (" + std::strerror(errno) + ")");
+  const int open_error = errno;
+  if (fd < 0 && open_error == ENOENT && !fs::exists(dir, ec)) return false;  // it went (not /proc's ENOENT)
+  if (fd < 0) throw UsageError("--out " + dir + ": cannot create files in it (" + std::strerror(open_error) + ")");
   ::close(fd);
   ::unlink(probe.c_str());
-  return created;
+  return true;
 }
 
 }  // namespace
@@ -185,17 +204,22 @@ RunKind run_kind(const std::string& dir) {
 
 RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, const std::string& command)
     : dir_(dir) {
-  created_dirs_ = prepare_out_dir(dir);
   lock_file_ = (fs::path(dir) / ".heed.lock").string();
   const std::string& lock_file = lock_file_;
   int lock_error = 0;  // flock's errno, 0 once the lock is ours
   for (int attempt = 0;; ++attempt) {
+    HEED_CHECK(attempt < kMaxDirectoryRetries, "--out ", dir, ": its directory or lock keeps disappearing");
+    if (!prepare_out_dir(dir, created_dirs_)) continue;
     // O_NOFOLLOW: a symlink planted as the lock must not make heed write its note into the link's
     // target; and only a regular file is a lock (a FIFO or a device would block or be written).
     created_lock_ = ::access(lock_file.c_str(), F_OK) != 0;
     lock_fd_ = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    const int open_error = errno;
+    std::error_code ec;
+    if (lock_fd_ < 0 && open_error == ENOENT && !fs::exists(dir, ec)) continue;  // the directory went: make it again
     HEED_CHECK(lock_fd_ >= 0, lock_file, ": cannot open the run directory's lock (",
-               errno == ELOOP ? std::string("it is a symbolic link; remove it") : std::string(std::strerror(errno)), ")");
+               open_error == ELOOP ? std::string("it is a symbolic link; remove it") : std::string(std::strerror(open_error)),
+               ")");
     struct stat lock_st {};
     if (::fstat(lock_fd_, &lock_st) != 0 || !S_ISREG(lock_st.st_mode)) {
       ::close(lock_fd_);
@@ -214,7 +238,6 @@ RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, c
       break;
     ::close(lock_fd_);
     lock_fd_ = -1;
-    HEED_CHECK(attempt < 100, lock_file, ": the run directory's lock keeps being replaced");
   }
   if (lock_error != 0) {
     const int err = lock_error;
@@ -270,7 +293,9 @@ void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& com
   mode_ = mode;
 }
 
-void RunDirectory::clear_old_run() {
+void RunDirectory::begin_writing() {
+  writing_ = true;
+  set_exit_at_once_cleanup("", {}, {});  // from now on the directory holds this run
   if (mode_ != OutMode::overwrite) return;
   for (const std::string& file : run_files(dir_)) {
     std::error_code ec;
@@ -283,15 +308,14 @@ void RunDirectory::clear_old_run() {
 void RunDirectory::release() {
   if (lock_fd_ < 0) return;
   set_exit_at_once_cleanup("", {}, {});
-  // A command refused before it wrote anything leaves the directory as it found it: no lock file
-  // it made, no directory it made (a typo in --data must not leave runs/new/.heed.lock behind).
-  // The lock is still held while its file goes, so no other heed can be in the directory.
-  bool wrote = false;
-  for (const std::string& file : run_files(dir_)) wrote |= exists(file);
-  if (!wrote && created_lock_) ::unlink(lock_file_.c_str());
+  // A command that ends before it began writing (refused, or failed while reading) leaves the
+  // directory as it found it: no lock file it made, no directory it made (a typo in --data must
+  // not leave runs/new/.heed.lock behind). The lock is still held while its file goes, so no
+  // other heed can be in the directory; rmdir removes only what is empty.
+  if (!writing_ && created_lock_) ::unlink(lock_file_.c_str());
   ::close(lock_fd_);  // closing the descriptor releases the flock
   lock_fd_ = -1;
-  if (wrote) return;
+  if (writing_) return;
   for (const std::string& d : created_dirs_)
     if (::rmdir(d.c_str()) != 0) break;  // not empty (someone else's files): leave it and its parents
 }

@@ -59,10 +59,11 @@ class RunDirectory {
   const std::string& path() const { return dir_; }
   /// What the directory held when it was opened.
   RunKind found() const { return found_; }
-  /// With --overwrite, removes the old run's files (nothing otherwise). The command calls it after
-  /// everything that can still refuse the new run (its corpus, its memory) and before its first
-  /// write, so a refused --overwrite leaves the old run as it was.
-  void clear_old_run();
+  /// The command calls it after everything that can still refuse the new run (its corpus, its
+  /// memory) and before its first write. With --overwrite it removes the old run's files now, so
+  /// a refused --overwrite leaves the old run as it was. Until it is called, an end of the command
+  /// (a refusal, a stop) removes the lock file and the directories this made.
+  void begin_writing();
 
  private:
   void apply_mode(RunKind kind, OutMode mode, const std::string& command);
@@ -71,6 +72,7 @@ class RunDirectory {
   std::string lock_file_;
   std::vector<std::string> created_dirs_;  // made by this, deepest first
   bool created_lock_ = false;
+  bool writing_ = false;
   OutMode mode_ = OutMode::fresh;
   int lock_fd_ = -1;
   RunKind found_ = RunKind::none;

@@ -98,6 +98,7 @@ int run_seq2seq(const Seq2SeqRequest& req) {
   if (req.resume && req.overwrite) throw UsageError("--resume and --overwrite contradict each other: choose one");
   if (req.resume && req.options.out.empty()) throw UsageError("--resume needs --out, the run directory to continue");
   Seq2SeqOptions o = req.options;
+  o.out = o.out.empty() ? o.out : absolute_path(o.out);  // as train's: a/../b is b
   if (!req.resume) {
     if (o.task.empty()) throw UsageError("--task is required: copy, reverse or dates (or --resume --out DIR)");
     try {
@@ -134,6 +135,7 @@ int run_seq2seq(const Seq2SeqRequest& req) {
     }
     record = read_seq2seq_state(state, what_state);
     o = resumed_options(seq2seq_option_table(), req.options, record.options, req.from_command_line, what_state);
+    o.out = absolute_path(o.out);
     check_ranges(seq2seq_option_table(), o);
     if (o.max_iters < record.iter)
       throw UsageError("--max-iters " + std::to_string(o.max_iters) + ": the run in " + o.out + " has done " +
@@ -148,7 +150,7 @@ int run_seq2seq(const Seq2SeqRequest& req) {
   model.train();
   optim::AdamW opt = seq2seq_optimizer(model, o);
   TrainingStep step(model, opt, {o.lr, o.min_lr, o.warmup_iters, o.lr_decay_iters}, 1.0);
-  if (run_dir) run_dir->clear_old_run();  // --overwrite: only now, with nothing left to refuse the run
+  if (run_dir) run_dir->begin_writing();  // --overwrite clears the old run only now, with nothing left to refuse this one
   double interval_loss = 0;
   int64_t interval_steps = 0, it = 0;
   const std::string log_file = o.out.empty() ? std::string() : log_path(o.out);

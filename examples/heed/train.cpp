@@ -332,9 +332,7 @@ Start resolve_options(const TrainRequest& req) {
     if (!opt.is_path) continue;
     std::string p = std::get<std::string>(opt.get(o));
     if (p.empty()) continue;
-    std::error_code ec;
-    const std::string abs = fs::absolute(p, ec).lexically_normal().string();
-    if (!ec) p = abs;
+    p = absolute_path(p);
     // config.toml (TOML) and the checkpoint (JSON) record paths as UTF-8 text.
     if (!is_utf8(p)) throw UsageError("--" + opt.flag + " " + p + ": the path is not valid UTF-8, which a run cannot record");
     opt.set(o, p);
@@ -599,7 +597,7 @@ int train_on(const TrainRequest& req, dist::Communicator& world) {
     state = {};
   }
   only_reading.reset();
-  if (run_dir) run_dir->clear_old_run();  // --overwrite: only now, with nothing left to refuse the run
+  if (run_dir) run_dir->begin_writing();  // --overwrite clears the old run only now, with nothing left to refuse this one
   LoopState loop;
   if (req.resume) {
     loop.eval_done = record.eval_done;

@@ -237,6 +237,22 @@ TEST_CASE("run dir: a train refused before it writes leaves no directory and no 
   require_ok(run_heed(tiny(fx.corpus, fx.dir / "ok/run")));
   CHECK(fs::exists(fx.dir / "ok/run/.heed.lock"));
   CHECK(fs::exists(fx.dir / "ok/run/model.safetensors"));
+  // Refused for what the directory holds: a user's own config.toml, or a run copied without its
+  // dotfiles. Neither gets a lock file it did not have.
+  fs::create_directories(fx.dir / "notes");
+  write_file(fx.dir / "notes/config.toml", "mine = true\n");
+  require_clean_error(run_heed(tiny(fx.corpus, fx.dir / "notes")), 2, {"was not written by heed"});
+  CHECK_FALSE(fs::exists(fx.dir / "notes/.heed.lock"));
+  fs::create_directories(fx.dir / "copy");
+  for (const char* f : {"model.safetensors", "train_state.safetensors", "log.jsonl", "config.toml"})
+    fs::copy_file(fs::path(fx.dir / "ok/run") / f, fs::path(fx.dir / "copy") / f);
+  require_clean_error(run_heed(tiny(fx.corpus, fx.dir / "copy")), 2, {"already holds a GPT run"});
+  CHECK_FALSE(fs::exists(fx.dir / "copy/.heed.lock"));
+  // seq2seq's --out is named as train's (a/../b is b), so what it made is what it removes.
+  require_clean_error(run_heed({"seq2seq", "--resume", "--out", fx.dir / "s2s-a/../s2s-b"}), 2,
+                      {"holds no run to continue"});
+  CHECK_FALSE(fs::exists(fx.dir / "s2s-a"));
+  CHECK_FALSE(fs::exists(fx.dir / "s2s-b"));
 }
 
 TEST_CASE("run dir: the lock of a killed run never blocks the next one", "[cli]") {

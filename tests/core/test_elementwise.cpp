@@ -497,6 +497,39 @@ TEST_CASE("sigmoid and silu of +-inf, NaN, huge and tiny inputs are PyTorch's, v
   }
 }
 
+// xsimd's exp overflows at 127.5 ln 2 = 88.38 (float) and 1023 ln 2 = 709.09 (double), short of the
+// true 88.72 and 709.78: in batches heed's exp(88.5f) was inf and sigmoid(-88.5f) 0, where the
+// scalar tail, std::exp and torch give 2.7e38 and 3.7e-39.
+TEST_CASE("exp, sigmoid and silu are finite up to the true overflow in batches as in the scalar tail", "[elementwise]") {
+  struct Case {
+    DType dt;
+    std::vector<double> xs;
+    double ulp;
+  };
+  for (const Case& c : {Case{DType::f32, {88.0, 88.2, 88.4, 88.5, 88.6, 88.7, 88.72, 88.7228, 88.73, 89.5}, 0x1p-23},
+                        Case{DType::f64, {709.0, 709.1, 709.3, 709.5, 709.7, 709.78, 709.79, 711.0}, 0x1p-52}}) {
+    for (double x : c.xs) {
+      INFO(dtype_name(c.dt) << " x = " << x);
+      // 17 copies: whole batches at every width, and a scalar tail.
+      const std::vector<double> y = exp(Tensor::full({17}, x, c.dt)).to(DType::f64).to_vector<double>();
+      const double want = c.dt == DType::f32 ? double(std::exp(float(x))) : std::exp(x);
+      for (double v : y) {
+        if (std::isinf(want)) {
+          CHECK(std::isinf(v));
+        } else {
+          CHECK(std::fabs(v - want) <= 4 * c.ulp * want);
+        }
+      }
+      const std::vector<double> s = sigmoid(Tensor::full({17}, -x, c.dt)).to(DType::f64).to_vector<double>();
+      const std::vector<double> u = silu(Tensor::full({17}, -x, c.dt)).to(DType::f64).to_vector<double>();
+      for (size_t i = 0; i < s.size(); ++i) {
+        CHECK((s[i] == 0) == std::isinf(want));  // nonzero (a subnormal) until e^x overflows
+        CHECK((u[i] == 0) == std::isinf(want));
+      }
+    }
+  }
+}
+
 // torch 1.13: x = torch.tensor([nan, -2., -1., 0., 1., 2.], dtype=torch.float64); x.clamp(-1, 1) and its
 // gradient; a = [1, 2, nan, 3, 5], b = [1, 3, 1, nan, 4]: torch.maximum / minimum and their gradients.
 TEST_CASE("clamp, maximum and minimum at NaN, bounds and ties: values and gradients as torch", "[elementwise]") {
@@ -532,6 +565,9 @@ TEST_CASE("clamp, maximum and minimum at NaN, bounds and ties: values and gradie
   CHECK(clamp(f, 0.1).to_vector<float>() == std::vector<float>{0.1f, 0.1f, 0.1f});
   CHECK_THROWS_WITH(clamp(f, std::nullopt, std::nullopt), Catch::Contains("clamp: give at least one of the bounds"));
   CHECK_THROWS_WITH(clamp(f, NAN), Catch::Contains("clamp: a bound is NaN"));
+  CHECK_THROWS_WITH(clamp(f, 1e300), Catch::Contains("clamp: the bound 1e+300 does not fit float32"));  // torch refuses too
+  CHECK(clamp(f, std::nullopt, INFINITY).to_vector<float>() == f.to_vector<float>());
+  CHECK(clamp(f.to(DType::f64), 1e300).to_vector<double>() == std::vector<double>(3, 1e300));
   CHECK_THROWS_WITH(maximum(f, Tensor::zeros({2})), Catch::Contains("maximum: shapes [3] and [2] cannot be broadcast"));
 }
 

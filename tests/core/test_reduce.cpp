@@ -390,6 +390,12 @@ TEST_CASE("var and std match torch, with gradchecks over every axis and on views
     require_values(a.std(-1, true, true), {2, 1}, {1.626601775, 1.125833025}, tol);
   }
   CHECK(std::isnan(var(Tensor::from_vector(std::vector<double>{3.0}, {1})).item()));  // 0 / 0, as torch
+  // No elements: NaN, as torch (the divisor is max(0, n - 1), not -1); a 0-d tensor has axis 0.
+  CHECK(std::isnan(var(Tensor::zeros({0}, DType::f64)).item()));
+  for (double v : heed::std(Tensor::zeros({3, 0}, DType::f64), 1).to_vector<double>()) CHECK(std::isnan(v));
+  CHECK(std::isnan(var(Tensor::scalar(2.0, DType::f64), 0).item()));
+  CHECK(var(Tensor::scalar(2.0, DType::f64), 0, false).item() == 0);
+  CHECK_THROWS_WITH(var(Tensor::zeros({2, 3}), 2), Catch::Contains("var: axis 2"));
   Tensor same = Tensor::from_vector(std::vector<double>{2.0, 2.0}, {2}).requires_grad_();
   heed::std(same).backward();
   require_values(same.grad(), {2}, {0, 0}, 0);  // not NaN: torch's std_backward masks a zero std

@@ -139,6 +139,7 @@ TEST_CASE("chunk makes torch's pieces, views of the input, and the gradient reac
   CHECK(parts[2].storage() == y.storage());
   require_values(parts[1], {2, 3}, {3, 4, 5, 10, 11, 12}, 0);
   CHECK_THROWS_WITH(chunk(y, 0), Catch::Contains("chunk: the number of chunks must be positive"));
+  CHECK(sizes(chunk(Tensor::zeros({5}), INT64_MAX)) == std::vector<int64_t>{1, 1, 1, 1, 1});  // no overflow
   // The gradient of a sum over pieces weighted differently reaches each piece's elements.
   require_gradcheck([](const std::vector<Tensor>& in) {
     const auto p = chunk(in[0], 2, 1);
