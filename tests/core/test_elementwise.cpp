@@ -472,7 +472,7 @@ TEST_CASE("sigmoid and silu of +-inf, NaN, huge and tiny inputs are PyTorch's, v
   auto same = [](double got, double want) {
     if (std::isnan(want)) return std::isnan(got);
     if (want == 0) return got == 0 && std::signbit(got) == std::signbit(want);
-    return std::fabs(got - want) <= 1e-9 * std::fabs(want) || std::isinf(want) && got == want;
+    return std::fabs(got - want) <= 1e-9 * std::fabs(want) || (std::isinf(want) && got == want);
   };
   for (const Expected& e : expected) {
     // Each value 17 times over: whole vector batches at every width and the scalar tail.
