@@ -98,7 +98,7 @@ static Tensor unary_map(const Tensor& a, F f) {
 
 // out = f(a) (or f(a, b) for same-shaped a, b) with xsimd batches over contiguous data, for
 // functions the compiler cannot vectorise itself (exp, tanh, the normal CDF). `f` must accept both
-// T and xsimd::batch<T>: exp and tanh call std::exp / std::tanh on T and detail::exp_lanes /
+// T and xsimd::batch<T>: exp and tanh call std::exp / std::tanh on T and detail::exp_lanes_full_range /
 // tanh_lanes on a batch (core/ops/simd_exp.h: xsimd's without its undefined cast), by type.
 // Blocks of tuning().elementwise_block elements (a multiple of any batch width, so only the very
 // end takes the scalar tail) spread over the threads, each thread's share at least
@@ -267,14 +267,19 @@ Tensor pow(const Tensor& a, double p) {
   }, {a});
 }
 
+// e^x of any argument by type: std::exp on a scalar, detail::exp_lanes_full_range on a batch
+// (core/ops/simd_exp.h: xsimd's, without its undefined cast, finite up to the true overflow).
+template <class V>
+static V exp_any(V x) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::exp(x);
+  } else {
+    return detail::exp_lanes_full_range(x);
+  }
+}
+
 Tensor exp(const Tensor& a) {
-  Tensor out = simd_unary_map(a, [](auto x) {
-    if constexpr (std::is_floating_point_v<decltype(x)>) {
-      return std::exp(x);
-    } else {
-      return detail::exp_lanes(x);  // core/ops/simd_exp.h: xsimd's, without its undefined cast
-    }
-  });
+  Tensor out = simd_unary_map(a, [](auto x) { return exp_any(x); });
   return record("exp", out, {a}, [y = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; }, {out});
 }
 
@@ -338,14 +343,9 @@ Tensor gelu(const Tensor& a) {
   }, {a});
 }
 
-// e^-x by type: std::exp on a scalar, detail::exp_lanes (core/ops/simd_exp.h) on a batch.
 template <class V>
 static V exp_neg(V x) {
-  if constexpr (std::is_floating_point_v<V>) {
-    return std::exp(-x);
-  } else {
-    return detail::exp_lanes(-x);
-  }
+  return exp_any(-x);
 }
 
 Tensor sigmoid(const Tensor& a) {
