@@ -227,6 +227,19 @@ class Tensor {
   /// (counted by version()).
   void copy_(const Tensor& src);
   void fill_(double value);  ///< sets every element, outside autograd (counted by version())
+  /// In-place arithmetic, outside autograd like copy_ (each counted by version(), so a graph that
+  /// saved this tensor refuses its backward): torch's `with torch.no_grad(): p.sub_(g, alpha=lr)`.
+  /// `other` broadcasts to this tensor's shape (never the other way round) and has its dtype.
+  /// Each returns *this. The values are those of the out-of-place ops (add, mul, ...).
+  Tensor& add_(const Tensor& other, double alpha = 1.0);  ///< this + alpha * other
+  Tensor& add_(double s);
+  Tensor& sub_(const Tensor& other, double alpha = 1.0);  ///< this - alpha * other
+  Tensor& sub_(double s);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double s);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(double s);
+  Tensor& zero_();  ///< fill_(0)
   /// Makes this tensor, every handle and alias of it (they share one TensorImpl), a view of src's
   /// storage with src's shape, strides and offset, without copying (torch.Tensor.set_(source));
   /// drops its gradient. For loading and converting parameters; outside autograd.

@@ -28,7 +28,7 @@ int main() {
     loss.backward();
     {
       NoGradGuard no_grad;
-      for (auto& p : params) p.copy_(p - p.grad() * 0.1);
+      for (auto& p : params) p.sub_(p.grad(), 0.1);  // torch: p.sub_(p.grad, alpha=0.1)
     }
     if (step % 250 == 0) std::printf("step %4d  mse %.5f\n", step, loss.item());
   }

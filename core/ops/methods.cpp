@@ -1,5 +1,8 @@
 // Tensor's method syntax (x.transpose(0, 1), x.matmul(w), x.sum(-1), x[i], ...): each method is
 // the free op of the same name in core/ops.h, so the two spellings cannot drift apart.
+#include <functional>
+
+#include "core/autograd.h"
 #include "core/ops.h"
 
 namespace heed {
@@ -45,5 +48,41 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return heed
 Tensor Tensor::tril(int64_t k) const { return heed::tril(*this, k); }
 Tensor Tensor::triu(int64_t k) const { return heed::triu(*this, k); }
 Tensor Tensor::gather(int64_t axis, const Tensor& index) const { return heed::gather(*this, axis, index); }
+
+// ---- in-place arithmetic: the out-of-place op's values, written back with copy_ (which counts
+// the write in version()), outside autograd.
+
+namespace {
+// Writes `value` (computed from *this and `other`) into `t`, once `other` is known to broadcast
+// to t's shape: `op` names the method in the error.
+Tensor& assign_result(Tensor& t, const Tensor& other, const char* op, const std::function<Tensor()>& value) {
+  if (other.defined()) {
+    HEED_CHECK(other.dtype() == t.dtype(), op, ": a ", dtype_name(other.dtype()), " operand for a ",
+               dtype_name(t.dtype()), " tensor");
+    HEED_CHECK(broadcast_shapes(t.shape(), other.shape(), op) == t.shape(), op, ": ", to_string(other.shape()),
+               " does not broadcast to this tensor's shape ", to_string(t.shape()));
+  }
+  NoGradGuard no_grad;
+  t.copy_(value());
+  return t;
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  return assign_result(*this, other, "add_", [&] { return heed::add(*this, alpha == 1.0 ? other : heed::mul(other, alpha)); });
+}
+Tensor& Tensor::add_(double s) { return assign_result(*this, Tensor(), "add_", [&] { return heed::add(*this, s); }); }
+Tensor& Tensor::sub_(const Tensor& other, double alpha) {
+  return assign_result(*this, other, "sub_", [&] { return heed::sub(*this, alpha == 1.0 ? other : heed::mul(other, alpha)); });
+}
+Tensor& Tensor::sub_(double s) { return assign_result(*this, Tensor(), "sub_", [&] { return heed::add(*this, -s); }); }
+Tensor& Tensor::mul_(const Tensor& other) { return assign_result(*this, other, "mul_", [&] { return heed::mul(*this, other); }); }
+Tensor& Tensor::mul_(double s) { return assign_result(*this, Tensor(), "mul_", [&] { return heed::mul(*this, s); }); }
+Tensor& Tensor::div_(const Tensor& other) { return assign_result(*this, other, "div_", [&] { return heed::div(*this, other); }); }
+Tensor& Tensor::div_(double s) { return assign_result(*this, Tensor(), "div_", [&] { return heed::div(*this, s); }); }
+Tensor& Tensor::zero_() {
+  fill_(0.0);
+  return *this;
+}
 
 }  // namespace heed

@@ -36,7 +36,7 @@ int main() {
     for (auto& p : params) p.zero_grad();
     loss.backward();
     NoGradGuard no_grad;
-    for (auto& p : params) p.copy_(p - p.grad() * 0.05);
+    for (auto& p : params) p.sub_(p.grad(), 0.05);
     if (step == 0) first = loss.item();
     last = loss.item();
   }

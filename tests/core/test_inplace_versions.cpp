@@ -327,3 +327,39 @@ TEST_CASE("clip_grad_norm, the KV cache and the optimizers count their writes", 
   cache.append(0, randn64({1, 2, 4}, 8).detach(), 0, 2);
   CHECK_THROWS_WITH(sum(y).backward(), Contains("backward of 'attention_heads'") && Contains("modified in place"));
 }
+
+TEST_CASE("in-place arithmetic: torch's values and broadcasting, each write counted, graphs over it refused",
+          "[autograd][version]") {
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor row = Tensor::from_vector(std::vector<double>{10, 20, 30}, {3});
+  const uint64_t v0 = x.version();
+  x.add_(row);  // [[11, 22, 33], [14, 25, 36]]
+  x.sub_(row, 0.5);  // [[6, 12, 18], [9, 15, 21]]
+  x.mul_(2.0).div_(3.0);  // chains, as torch's: [[4, 8, 12], [6, 10, 14]]
+  x.add_(1.0).sub_(1.0);
+  heed::test::require_values(x, {2, 3}, {4, 8, 12, 6, 10, 14}, 1e-12);
+  CHECK(x.version() == v0 + 6);
+  x.mul_(Tensor::from_vector(std::vector<double>{2}, {1})).div_(row);
+  heed::test::require_values(x, {2, 3}, {0.8, 0.8, 0.8, 1.2, 1.0, 14.0 / 15}, 1e-12);
+  // A view is written in place through its strides, and its base sees it.
+  Tensor col = select(x, 1, 0);
+  col.zero_();
+  CHECK(x.at({0, 0}) == 0);
+  CHECK(x.at({1, 0}) == 0);
+  // The same values as the out-of-place expression a training loop would write.
+  Tensor p = randn64({4, 3}, 90).detach(), g = randn64({4, 3}, 91).detach();
+  Tensor expected = p - g * 0.1;
+  p.sub_(g, 0.1);
+  CHECK(p.to_vector<double>() == expected.to_vector<double>());
+  // The operand must broadcast to this tensor, not the other way round, and have its dtype.
+  CHECK_THROWS_WITH(row.detach().add_(x), Contains("add_: [2, 3] does not broadcast to this tensor's shape [3]"));
+  CHECK_THROWS_WITH(x.mul_(Tensor::ones({3})), Contains("mul_: a float32 operand for a float64 tensor"));
+  // A graph that saved the tensor refuses its backward afterwards.
+  Tensor w = leaf({3}, 92), a = leaf({3}, 93);
+  Tensor loss = sum(mul(w, a));
+  {
+    NoGradGuard no_grad;
+    w.mul_(0.5);
+  }
+  CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'mul'") && Contains("modified in place"));
+}
