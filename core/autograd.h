@@ -17,8 +17,9 @@
 //   - list in record()'s `saved` the tensors whose values it reads (torch's save_for_backward):
 //     inputs, the output, anything else a user holds. The engine notes their version() when the
 //     op is recorded and refuses to run the backward if one has been written in place since
-//     (by copy_, fill_, an optimizer step), where it would otherwise compute a wrong gradient
-//     without a word. An op that needs only shapes (add, a view, a sum) saves nothing.
+//     (by copy_, fill_, add_ and the other in-place methods, an optimizer step), where it would
+//     otherwise compute a wrong gradient without a word. An op that needs only shapes (add, a
+//     view, a sum) saves nothing.
 #pragma once
 
 #include <cstdint>
