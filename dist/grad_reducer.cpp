@@ -263,8 +263,6 @@ void GradReducer::finish_step() {
   HEED_CHECK(pass_ == mine_.size(), "GradReducer::finish_step: called after ", pass_, " of this rank's ",
              mine_.size(), " micro-batches");
   const double t0 = now_s();
-  // The last step's gradients are views of result_, rewritten below: an in-place write.
-  result_.increment_version();
   float* result = result_.data<float>();
   if (size_ == 1) {
     const float* root = stack_[0].data<float>();  // the stack ends in the tree's root

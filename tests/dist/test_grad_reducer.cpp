@@ -237,6 +237,37 @@ TEST_CASE("one micro-batch on one process is a plain step", "[dist][reducer]") {
   REQUIRE(same_bits(flat_grads(reduced), flat_grads(plain)));
 }
 
+TEST_CASE("a step's gradients stay as they were through the next step: a graph over them still runs",
+          "[dist][reducer][version]") {
+  // After finish_step every .grad is a view of the step's result buffer; the next step sums into
+  // a new one. So a graph built on a gradient (a second-order use) may still run backward, on the
+  // values it was built on, and nothing counts a write.
+  nn::GPT model(tiny_config(0.0), 3);
+  dist::LocalCommunicator local;
+  dist::GradReducer reducer(model.parameters(), local, {.micro_batches = 2});
+  std::vector<int32_t> x, y;
+  auto step = [&](int64_t s) {
+    for (int64_t i = 0; i < 2; ++i) {
+      micro_batch(s, i, x, y);
+      reducer.backward(model.loss(x, y, B, T));
+    }
+    reducer.finish_step();
+  };
+  step(0);
+  const Tensor g = model.parameters()[0].grad();
+  Tensor w = Tensor::ones(g.shape()).requires_grad_();
+  Tensor loss = sum(mul(w, g));  // keeps g for w's gradient
+  const uint64_t before = g.version();
+  const std::vector<float> values = g.to_vector<float>();
+  for (Tensor& p : model.parameters()) p.zero_grad();  // drops the .grad handles, not the buffer
+  step(1);
+  CHECK(g.version() == before);
+  CHECK(g.to_vector<float>() == values);
+  CHECK_FALSE(model.parameters()[0].grad().storage() == g.storage());
+  loss.backward();
+  CHECK(w.grad().to_vector<float>() == values);  // d sum(w * g) / dw = g, the step-0 gradient
+}
+
 TEST_CASE("the reducer refuses what it cannot do, naming the problem", "[dist][reducer]") {
   nn::GPT model(tiny_config(0.0), 3);
   test::ThreadHub::run(2, [&](dist::Communicator& comm) {
