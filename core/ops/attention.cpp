@@ -642,10 +642,14 @@ Tensor attention_heads(const HeadInput& q, const HeadInput& k, const HeadInput& 
   Tensor out = attention_heads_forward(*c, o.key_padding, o.gen);
   if (o.weights) *o.weights = c->att;
   std::vector<Tensor> inputs = std::move(c->inputs);  // the Node keeps them; the backward needs only data
-  // The backward reads the sources, and the weights (which o.weights hands to the caller).
-  std::vector<Tensor> saved = c->data;
-  saved.push_back(c->att);
-  saved.push_back(c->dropped);
+  // The backward reads the sources, and the weights (which o.weights hands to the caller); none
+  // are noted without grad mode (the KV cache's generation, a token at a time).
+  std::vector<Tensor> saved;
+  if (grad_mode_enabled()) {
+    saved = c->data;
+    saved.push_back(c->att);
+    saved.push_back(c->dropped);
+  }
   return record("attention_heads", out, std::move(inputs), [c = std::shared_ptr<const HeadsCall>(std::move(c))](
                                                                const Tensor& g) { return attention_heads_backward(*c, g); },
                 saved);

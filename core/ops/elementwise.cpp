@@ -343,14 +343,9 @@ Tensor gelu(const Tensor& a) {
   }, {a});
 }
 
-template <class V>
-static V exp_neg(V x) {
-  return exp_any(-x);
-}
-
 Tensor sigmoid(const Tensor& a) {
   // e^-x overflows to inf below about -88 (float32), giving 1 / inf = 0: the right limit.
-  Tensor out = simd_unary_map(a, [](auto x) { return decltype(x)(1) / (decltype(x)(1) + exp_neg(x)); });
+  Tensor out = simd_unary_map(a, [](auto x) { return decltype(x)(1) / (decltype(x)(1) + exp_any(-x)); });
   // d sigmoid = y (1 - y)
   return record("sigmoid", out, {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{simd_binary_map(g, y, "sigmoid_backward", [](auto gv, auto yv) {
@@ -362,12 +357,12 @@ Tensor sigmoid(const Tensor& a) {
 Tensor silu(const Tensor& a) {
   // torch's form x / (1 + e^-x), not x * sigmoid(x): far left, sigmoid(x) is a subnormal that has
   // lost its digits before the product.
-  Tensor out = simd_unary_map(a, [](auto x) { return x / (decltype(x)(1) + exp_neg(x)); });
+  Tensor out = simd_unary_map(a, [](auto x) { return x / (decltype(x)(1) + exp_any(-x)); });
   // d silu = s (1 + x (1 - s)), s = sigmoid(x), as torch's silu_backward.
   return record("silu", out, {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{simd_binary_map(g, a, "silu_backward", [](auto gv, auto x) {
       using V = decltype(x);
-      const V s = V(1) / (V(1) + exp_neg(x));
+      const V s = V(1) / (V(1) + exp_any(-x));
       return gv * (s * (V(1) + x * (V(1) - s)));
     })};
   }, {a});

@@ -1,7 +1,5 @@
 // Tensor's method syntax (x.transpose(0, 1), x.matmul(w), x.sum(-1), x[i], ...): each method is
 // the free op of the same name in core/ops.h, so the two spellings cannot drift apart.
-#include <functional>
-
 #include "core/autograd.h"
 #include "core/ops.h"
 
@@ -55,7 +53,8 @@ Tensor Tensor::gather(int64_t axis, const Tensor& index) const { return heed::ga
 namespace {
 // Writes `value` (computed from *this and `other`) into `t`, once `other` is known to broadcast
 // to t's shape: `op` names the method in the error.
-Tensor& assign_result(Tensor& t, const Tensor& other, const char* op, const std::function<Tensor()>& value) {
+template <class Value>
+Tensor& assign_result(Tensor& t, const Tensor& other, const char* op, const Value& value) {
   if (other.defined()) {
     HEED_CHECK(other.dtype() == t.dtype(), op, ": a ", dtype_name(other.dtype()), " operand for a ",
                dtype_name(t.dtype()), " tensor");

@@ -268,8 +268,8 @@ RunDirectory::RunDirectory(const std::string& dir, RunKind kind, OutMode mode, c
     throw;
   }
   // A stop in a read-only phase ends heed at once, without destructors: it removes these itself.
-  if (created_lock_ || !created_dirs_.empty())
-    set_exit_at_once_cleanup(created_lock_ ? lock_file_ : std::string(), run_files(dir_), created_dirs_);
+  // (Directories made here imply a lock file made here.)
+  if (created_lock_) set_exit_at_once_cleanup(lock_file_, run_files(dir_), created_dirs_);
 }
 
 void RunDirectory::apply_mode(RunKind kind, OutMode mode, const std::string& command) {
