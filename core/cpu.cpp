@@ -4,8 +4,10 @@
 #include "core/cpu.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -24,6 +26,7 @@
 #endif
 
 #include "core/amx.h"
+#include "core/check.h"
 
 namespace heed {
 
@@ -283,6 +286,11 @@ CpuInfo detect() {
   detect_x86(info);
 #endif
   info.cores = available_cores();
+  const char* cap = std::getenv("HEED_MAX_CPU_ISA");
+  if (cap && *cap) {
+    info = capped_cpu_info(std::move(info), parse_cpu_isa_cap(cap));
+    info.max_isa = cap;
+  }
   return info;
 }
 
@@ -340,6 +348,47 @@ CpuPeaks measure(const CpuInfo& info, bool quick) {
 
 }  // namespace
 
+CpuIsaCap parse_cpu_isa_cap(std::string_view value) {
+  std::string v(value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v.empty() || v == "all") return CpuIsaCap::all;
+  if (v == "sse41") return CpuIsaCap::sse41;
+  if (v == "avx2") return CpuIsaCap::avx2;
+  if (v == "avx512_core") return CpuIsaCap::avx512_core;
+  if (v == "avx512_core_bf16") return CpuIsaCap::avx512_core_bf16;
+  if (v == "avx512_core_amx") return CpuIsaCap::avx512_core_amx;
+  detail::fail("HEED_MAX_CPU_ISA: expected sse41, avx2, avx512_core, avx512_core_bf16, avx512_core_amx or all ",
+               "(or unset), got '", value, "'");
+}
+
+CpuInfo capped_cpu_info(CpuInfo info, CpuIsaCap cap) {
+  // Each level keeps the ones below it; what a level lacks is turned off, never turned on.
+  if (cap < CpuIsaCap::avx512_core_amx) info.amx_bf16 = false;
+  if (cap < CpuIsaCap::avx512_core_bf16) info.avx512_bf16 = false;
+  if (cap < CpuIsaCap::avx512_core) info.avx512f = info.avx512bw = info.avx512vl = false;
+  if (cap < CpuIsaCap::avx2) info.avx2 = info.fma = false;
+  info.vector_bytes = info.avx512f ? 64 : info.avx2 ? 32 : 16;
+  return info;
+}
+
+const char* compiled_vector_isa() {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+  return "avx512";
+#elif defined(__AVX512F__)
+  return "avx512f";
+#elif defined(__AVX2__)
+  return "avx2";
+#elif defined(__AVX__)
+  return "avx";
+#elif defined(__SSE4_2__)
+  return "sse4.2";
+#elif defined(__SSE2__)
+  return "sse2";
+#else
+  return "other";
+#endif
+}
+
 const CpuInfo& cpu_info() {
   static const CpuInfo info = detect();
   return info;
@@ -390,6 +439,8 @@ std::string cpu_json() {
   j["isa"] = {{"fma", c.fma},           {"avx2", c.avx2},           {"avx512f", c.avx512f},
               {"avx512bw", c.avx512bw}, {"avx512vl", c.avx512vl},   {"avx512_bf16", c.avx512_bf16},
               {"amx_bf16", c.amx_bf16}};
+  j["max_isa"] = c.max_isa;
+  j["compiled_for"] = compiled_vector_isa();
   j["vector_bits"] = c.vector_bytes * 8;
   j["cache_bytes"] = {{"l1d", c.l1d_bytes}, {"l2", c.l2_bytes}, {"l3", c.l3_bytes}, {"l3_shared_by", c.l3_shared_by},
                       {"detected", c.caches_detected}};

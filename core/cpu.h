@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace heed {
 
@@ -40,12 +41,42 @@ struct CpuInfo {
   /// Logical CPUs this process may run on (its affinity mask), at least 1.
   int cores = 1;
 
+  /// The HEED_MAX_CPU_ISA the instruction sets above were capped at (see cpu_isa_cap below), as
+  /// given; "all" when the variable is unset or empty.
+  std::string max_isa = "all";
+
   /// The share of L3 one core can count on: l3_bytes over the CPUs sharing it (at most cores).
   int64_t l3_per_core() const;
 };
 
-/// The processor heed runs on; detected on the first call (microseconds), then cached.
+/// The processor heed runs on; detected on the first call (microseconds), then cached, and capped
+/// by HEED_MAX_CPU_ISA (below). Throws heed::Error when that variable's value is not one it knows.
 const CpuInfo& cpu_info();
+
+/// The newest instruction set heed's run-time choices may use, from the environment variable
+/// HEED_MAX_CPU_ISA, named as oneDNN's DNNL_MAX_CPU_ISA (case-insensitive): sse41, avx2,
+/// avx512_core (AVX-512 F/BW/VL), avx512_core_bf16 (+ AVX512_BF16), avx512_core_amx (+ AMX-BF16), or
+/// all (also: unset or empty). It lowers what cpu_info() reports, never raises it: the bf16 and fp32
+/// product kernels, the peak probes and the blocking then follow the capped CPU, and heed hands the
+/// cap to oneDNN (dnnl_set_max_cpu_isa) before its first product. So an AVX-512 machine can run,
+/// test and time the paths an AVX2 or a Zen 4-like (no AMX) machine takes. Two things it cannot
+/// reach, because they are fixed before main: the element-wise kernels' vector width, chosen at
+/// compile time (-march; build with -DHEED_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 for
+/// AVX2's), and OpenBLAS's kernels (set OPENBLAS_CORETYPE=Haswell too). docs/platform.md.
+enum class CpuIsaCap { sse41, avx2, avx512_core, avx512_core_bf16, avx512_core_amx, all };
+
+/// The cap a HEED_MAX_CPU_ISA value names (see above); throws heed::Error naming the variable and
+/// the values it takes for any other.
+CpuIsaCap parse_cpu_isa_cap(std::string_view value);
+
+/// `info` with the instruction sets newer than `cap` turned off (and vector_bytes to match).
+CpuInfo capped_cpu_info(CpuInfo info, CpuIsaCap cap);
+
+/// The widest vector instructions this build's element-wise and row kernels (xsimd) were compiled
+/// for, fixed by -march: "avx512" (F, BW, VL, DQ: xsimd's avx512bw), "avx512f", "avx2", "avx",
+/// "sse4.2", "sse2" or "other". A CPU without them cannot run this build; HEED_MAX_CPU_ISA does not
+/// change them.
+const char* compiled_vector_isa();
 
 /// Per-core arithmetic peaks in GFLOP/s, measured on the calling thread by a short
 /// microbenchmark: chains of independent multiply-adds at the widest vector width, enough
@@ -93,7 +124,7 @@ bool amx_ready();
 double amx_quick_gflops();
 
 /// cpu_info() and cpu_peaks() as one JSON object on one line, for `heed bench` and benchmarks:
-/// {"vendor", "model_name", "family", "model", "stepping", "isa": {...}, "vector_bits",
+/// {"vendor", "model_name", "family", "model", "stepping", "isa": {...}, "max_isa", "compiled_for", "vector_bits",
 ///  "cache_bytes": {"l1d", "l2", "l3", "l3_shared_by", "detected"}, "cores", "peak_gflops_per_core":
 ///  {"fp32_fma", "bf16_dot", "bf16_amx", "seconds"}, "stream_gbytes_per_core"}. Measures the peaks if that has not happened yet.
 std::string cpu_json();

@@ -85,10 +85,35 @@ class NoSignalsDuringCall {
   bool blocked_ = false;
 };
 
+// oneDNN's own cap for HEED_MAX_CPU_ISA (core/cpu.h), so that its kernels stay within the CPU heed
+// reports. It must come before oneDNN generates its first kernel: call_onednn below, which every
+// call into oneDNN goes through, sets it on the first.
+void set_onednn_cap() {
+  const CpuInfo& cpu = cpu_info();
+  if (cpu.max_isa == "all") return;
+  dnnl_cpu_isa_t isa = dnnl_cpu_isa_all;
+  switch (parse_cpu_isa_cap(cpu.max_isa)) {
+    case CpuIsaCap::sse41: isa = dnnl_cpu_isa_sse41; break;
+    case CpuIsaCap::avx2: isa = dnnl_cpu_isa_avx2; break;
+    case CpuIsaCap::avx512_core: isa = dnnl_cpu_isa_avx512_core; break;
+    case CpuIsaCap::avx512_core_bf16: isa = dnnl_cpu_isa_avx512_core_bf16; break;
+    case CpuIsaCap::avx512_core_amx: isa = dnnl_cpu_isa_avx512_core_amx; break;
+    case CpuIsaCap::all: break;
+  }
+  const dnnl_status_t status = dnnl_set_max_cpu_isa(isa);
+  HEED_CHECK(status == dnnl_success, "HEED_MAX_CPU_ISA=", cpu.max_isa, ": oneDNN refused the cap (status ",
+             static_cast<int>(status), "): it had already generated a kernel");
+}
+void cap_onednn() {
+  static const bool once = (set_onednn_cap(), true);  // (a throw leaves it to the next call)
+  (void)once;
+}
+
 // Every call into oneDNN's sgemm runs on one OpenMP thread and with no signal handled meanwhile
 // (the two classes above say why); f returns the call's status.
 template <class F>
 dnnl_status_t call_onednn(F&& f) {
+  cap_onednn();
   const OneOpenMPThread one;
   const NoSignalsDuringCall no_signals;
   return f();
@@ -224,7 +249,20 @@ bool sgemm_on_onednn() {
 std::string fp32_product_kernel() {
   if (!sgemm_on_onednn()) return "OpenBLAS cblas_sgemm";
   const dnnl_version_t* v = dnnl_version();
+  cap_onednn();
+  std::string isa;  // the newest instructions oneDNN may use here: the CPU's, or HEED_MAX_CPU_ISA's
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: isa = "sse41"; break;
+    case dnnl_cpu_isa_avx: isa = "avx"; break;
+    case dnnl_cpu_isa_avx2: isa = "avx2"; break;
+    case dnnl_cpu_isa_avx512_core: isa = "avx512_core"; break;
+    case dnnl_cpu_isa_avx512_core_vnni: isa = "avx512_core_vnni"; break;
+    case dnnl_cpu_isa_avx512_core_bf16: isa = "avx512_core_bf16"; break;
+    case dnnl_cpu_isa_avx512_core_amx: isa = "avx512_core_amx"; break;
+    default: isa = "isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa())); break;
+  }
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         " (" + isa + ")" +
          (sgemm_packed_b_available() ? " dnnl_sgemm and packed sgemm" : " dnnl_sgemm") +
          (sgemm_at_b_available() ? ", heed's A^T B at 1 KB strides" : "");
 }

@@ -30,7 +30,9 @@ inline bool precision_is_bf16(const std::string& precision) {
   if (precision != "fp32" && precision != "bf16") throw UsageError("--precision " + precision + ": must be fp32 or bf16");
   if (precision == "fp32") return false;
   HEED_CHECK(bf16_kernel() != Bf16Kernel::emulated, "--precision bf16 needs a CPU with AVX512_BF16 or AMX-BF16; ",
-             "this one (", cpu_info().model_name, ") has neither: use --precision fp32");
+             "this one (", cpu_info().model_name,
+             cpu_info().max_isa == "all" ? std::string() : ", capped by HEED_MAX_CPU_ISA=" + cpu_info().max_isa,
+             ") has neither: use --precision fp32");
   // A CPU with AMX whose tiles Linux did not grant (before 5.16, or refused) runs the products on
   // VDPBF16PS, which on such a Xeon is half the fp32 FMA rate: bf16 would train more slowly than
   // fp32, so say so (once per process) rather than let it pass unnoticed.

@@ -175,6 +175,64 @@ TEST_CASE("HEED_FP32_PRODUCTS chooses the fp32 product kernel bench reports, and
   require_clean_error(run_heed(args, bad), 1, {"HEED_FP32_PRODUCTS", "mkl", "onednn or openblas"});
 }
 
+TEST_CASE("HEED_MAX_CPU_ISA caps the CPU bench reports and the kernels it runs on, and a bad value is a clean error", "[cli]") {
+  if (cpu_info().max_isa != "all") {
+    WARN("this process runs under HEED_MAX_CPU_ISA=" << cpu_info().max_isa << ": the children's caps not checked");
+    return;
+  }
+  ScratchDir dir("bench_max_isa");
+  const std::string corpus = write_corpus(dir);
+  const std::vector<std::string> args = cat({"bench", "--data", corpus, "--iters", "1"}, kModel);
+  for (const char* cap : {"avx2", "AVX512_CORE_BF16", "sse41"}) {
+    INFO("HEED_MAX_CPU_ISA=" << cap);
+    RunOptions opt;
+    opt.env = {std::string("HEED_MAX_CPU_ISA=") + cap, "HEED_FP32_PRODUCTS="};
+    const CpuInfo expected = capped_cpu_info(cpu_info(), parse_cpu_isa_cap(cap));
+    const bool bf16_hardware = expected.avx512_bf16 && expected.avx512bw;
+    ProcessResult r = run_heed(cat(args, {"--precision", bf16_hardware ? "bf16" : "fp32"}), opt);
+    require_ok(r);
+    const json report = json::parse(r.out);
+    const json& cpu = report.at("cpu");
+    const json& tuning = report.at("tuning");
+    CHECK(cpu.at("max_isa") == cap);
+    CHECK(cpu.at("compiled_for") == std::string(compiled_vector_isa()));  // the build's, whatever the cap
+    CHECK(cpu.at("isa").at("fma") == expected.fma);
+    CHECK(cpu.at("isa").at("avx2") == expected.avx2);
+    CHECK(cpu.at("isa").at("avx512f") == expected.avx512f);
+    CHECK(cpu.at("isa").at("avx512_bf16") == expected.avx512_bf16);
+    CHECK(cpu.at("isa").at("amx_bf16") == false);
+    CHECK(cpu.at("vector_bits") == expected.vector_bytes * 8);
+    CHECK(cpu.at("peak_gflops_per_core").at("bf16_amx") == 0.0);
+    if (!expected.avx512_bf16) CHECK(cpu.at("peak_gflops_per_core").at("bf16_dot") == 0.0);
+    CHECK(tuning.at("bf16_products") == (bf16_hardware ? "AVX512_BF16 VDPBF16PS" : "emulated on fp32 FMAs"));
+    const bool fits =
+        detail::openblas_kernels_fit_cpu(tuning.at("openblas_kernels").get<std::string>(), expected.avx2, expected.fma);
+    const bool onednn = detail::fp32_products_on_onednn("", expected.avx512f, fits);
+    CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);
+    if (!expected.avx512f) CHECK(tuning.at("fp32_products").get<std::string>().find("A^T B") == std::string::npos);
+    if (!bf16_hardware) {  // the command line refuses the emulated bf16 kernel, naming the cap
+      require_clean_error(run_heed(cat(args, {"--precision", "bf16"}), opt), 1,
+                          {"--precision bf16 needs a CPU with AVX512_BF16", std::string("HEED_MAX_CPU_ISA=") + cap});
+    }
+  }
+  // The cap reaches oneDNN: with OpenBLAS on its SSE3 kernels (which miss an AVX2 CPU), the fp32
+  // products run on oneDNN, at most on AVX2.
+  RunOptions sse3_openblas;
+  sse3_openblas.env = {"HEED_MAX_CPU_ISA=avx2", "OPENBLAS_CORETYPE=Prescott", "HEED_FP32_PRODUCTS="};
+  ProcessResult r = run_heed(args, sse3_openblas);
+  require_ok(r);
+  const json tuning = json::parse(r.out).at("tuning");
+  if (tuning.at("openblas_kernels") == "Prescott") {
+    CHECK(tuning.at("fp32_products").get<std::string>().rfind("oneDNN ", 0) == 0);
+    CHECK(tuning.at("fp32_products").get<std::string>().find(" (avx2) ") != std::string::npos);
+  } else {
+    WARN("OPENBLAS_CORETYPE=Prescott ignored (OpenBLAS picked " << tuning.at("openblas_kernels") << ")");
+  }
+  RunOptions bad;
+  bad.env = {"HEED_MAX_CPU_ISA=avx3"};
+  require_clean_error(run_heed(args, bad), 1, {"HEED_MAX_CPU_ISA", "'avx3'", "avx512_core_bf16"});
+}
+
 TEST_CASE("OpenBLAS's kernels are reported, and fp32 products leave them where they miss the CPU", "[cli]") {
   // OPENBLAS_CORETYPE=Prescott makes OpenBLAS load its SSE3 kernels, as Debian 12's 0.3.21 does by
   // itself on CPUs newer than it (an Emerald Rapids Xeon, family 6 model 207).

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "core/check.h"
 #include "core/cpu.h"
 
 using namespace heed;
@@ -60,14 +62,30 @@ TEST_CASE("cpu_info's instruction sets are the ones Linux reports", "[cpu]") {
     WARN("no /proc/cpuinfo flags here: cpu_info not cross-checked");
     return;
   }
-  INFO(c.vendor << " " << c.model_name);
-  const std::map<std::string, bool> ours = {{"fma", c.fma},           {"avx2", c.avx2},
-                                            {"avx512f", c.avx512f},   {"avx512bw", c.avx512bw},
-                                            {"avx512vl", c.avx512vl}, {"avx512_bf16", c.avx512_bf16},
-                                            {"amx_bf16", c.amx_bf16}};
+  INFO(c.vendor << " " << c.model_name << ", HEED_MAX_CPU_ISA " << c.max_isa);
+  // What Linux reports, capped as HEED_MAX_CPU_ISA says (the "avx2:" run of the tests sets it).
+  CpuInfo linux_cpu;
+  linux_cpu.fma = flags.count("fma") == 1;
+  linux_cpu.avx2 = flags.count("avx2") == 1;
+  linux_cpu.avx512f = flags.count("avx512f") == 1;
+  linux_cpu.avx512bw = flags.count("avx512bw") == 1;
+  linux_cpu.avx512vl = flags.count("avx512vl") == 1;
+  linux_cpu.avx512_bf16 = flags.count("avx512_bf16") == 1;
+  linux_cpu.amx_bf16 = flags.count("amx_bf16") == 1 && flags.count("amx_tile") == 1;
+  const char* cap = std::getenv("HEED_MAX_CPU_ISA");
+  const CpuInfo expected = capped_cpu_info(linux_cpu, parse_cpu_isa_cap(cap ? cap : ""));
+  CHECK(c.max_isa == (cap && *cap ? cap : "all"));
+  const std::map<std::string, std::pair<bool, bool>> ours = {
+      {"fma", {c.fma, expected.fma}},
+      {"avx2", {c.avx2, expected.avx2}},
+      {"avx512f", {c.avx512f, expected.avx512f}},
+      {"avx512bw", {c.avx512bw, expected.avx512bw}},
+      {"avx512vl", {c.avx512vl, expected.avx512vl}},
+      {"avx512_bf16", {c.avx512_bf16, expected.avx512_bf16}},
+      {"amx_bf16", {c.amx_bf16, expected.amx_bf16}}};
   for (const auto& [name, has] : ours) {
     INFO(name);
-    CHECK(has == (flags.count(name) == 1));
+    CHECK(has.first == has.second);
   }
   CHECK(c.vector_bytes == (c.avx512f ? 64 : c.avx2 ? 32 : 16));
   CHECK(!c.vendor.empty());
@@ -140,5 +158,75 @@ TEST_CASE("cpu_json is one JSON object holding cpu_info and cpu_peaks", "[cpu]")
   CHECK(j.at("peak_gflops_per_core").at("bf16_amx").get<double>() ==
         Approx(cpu_peaks().bf16_amx_gflops).margin(0.05));
   CHECK(j.at("isa").at("amx_bf16") == c.amx_bf16);
+  CHECK(j.at("max_isa") == c.max_isa);
+  CHECK(j.at("compiled_for") == std::string(compiled_vector_isa()));
   CHECK(j.at("peak_gflops_per_core").at("seconds").get<double>() == Approx(cpu_peaks().seconds).margin(0.0005));
+}
+
+TEST_CASE("HEED_MAX_CPU_ISA's values are oneDNN's names in any case, and another is refused naming them", "[cpu]") {
+  CHECK(parse_cpu_isa_cap("sse41") == CpuIsaCap::sse41);
+  CHECK(parse_cpu_isa_cap("AVX2") == CpuIsaCap::avx2);
+  CHECK(parse_cpu_isa_cap("avx512_core") == CpuIsaCap::avx512_core);
+  CHECK(parse_cpu_isa_cap("AVX512_CORE_BF16") == CpuIsaCap::avx512_core_bf16);
+  CHECK(parse_cpu_isa_cap("Avx512_Core_Amx") == CpuIsaCap::avx512_core_amx);
+  CHECK(parse_cpu_isa_cap("all") == CpuIsaCap::all);
+  CHECK(parse_cpu_isa_cap("") == CpuIsaCap::all);
+  for (const char* bad : {"avx512", "avx2 ", "AVX512_CORE_VNNI", "amx", "none"}) {
+    INFO(bad);
+    try {
+      parse_cpu_isa_cap(bad);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      CHECK(m.find("HEED_MAX_CPU_ISA") != std::string::npos);
+      CHECK(m.find(std::string("'") + bad + "'") != std::string::npos);
+      CHECK(m.find("avx512_core_bf16") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("capped_cpu_info turns off what is newer than the cap, and never turns anything on", "[cpu]") {
+  CpuInfo everything;
+  everything.fma = everything.avx2 = everything.avx512f = everything.avx512bw = everything.avx512vl = true;
+  everything.avx512_bf16 = everything.amx_bf16 = true;
+  everything.vector_bytes = 64;
+  everything.l2_bytes = 2 << 20;
+  everything.cores = 3;
+  struct Level {
+    CpuIsaCap cap;
+    bool fma, avx2, avx512, bf16, amx;
+    int vector_bytes;
+  };
+  for (const Level& l : {Level{CpuIsaCap::sse41, false, false, false, false, false, 16},
+                         Level{CpuIsaCap::avx2, true, true, false, false, false, 32},
+                         Level{CpuIsaCap::avx512_core, true, true, true, false, false, 64},
+                         Level{CpuIsaCap::avx512_core_bf16, true, true, true, true, false, 64},
+                         Level{CpuIsaCap::avx512_core_amx, true, true, true, true, true, 64},
+                         Level{CpuIsaCap::all, true, true, true, true, true, 64}}) {
+    INFO(static_cast<int>(l.cap));
+    const CpuInfo c = capped_cpu_info(everything, l.cap);
+    CHECK(c.fma == l.fma);
+    CHECK(c.avx2 == l.avx2);
+    CHECK(c.avx512f == l.avx512);
+    CHECK(c.avx512bw == l.avx512);
+    CHECK(c.avx512vl == l.avx512);
+    CHECK(c.avx512_bf16 == l.bf16);
+    CHECK(c.amx_bf16 == l.amx);
+    CHECK(c.vector_bytes == l.vector_bytes);
+    CHECK(c.l2_bytes == everything.l2_bytes);  // caches and cores are not the cap's
+    CHECK(c.cores == 3);
+  }
+  // A CPU with AVX2 only stays as it is under any higher cap.
+  CpuInfo avx2_cpu;
+  avx2_cpu.fma = avx2_cpu.avx2 = true;
+  avx2_cpu.vector_bytes = 32;
+  for (CpuIsaCap cap : {CpuIsaCap::avx2, CpuIsaCap::avx512_core, CpuIsaCap::avx512_core_amx, CpuIsaCap::all}) {
+    const CpuInfo c = capped_cpu_info(avx2_cpu, cap);
+    CHECK(c.avx2);
+    CHECK(c.fma);
+    CHECK_FALSE(c.avx512f);
+    CHECK_FALSE(c.avx512_bf16);
+    CHECK_FALSE(c.amx_bf16);
+    CHECK(c.vector_bytes == 32);
+  }
 }
