@@ -221,10 +221,10 @@ __attribute__((target("amx-tile,amx-bf16"))) double dot_amx(int64_t iters) {
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  _tile_loadd(4, ones, 64);
-  _tile_loadd(5, ones, 64);
-  _tile_loadd(6, ones, 64);
-  _tile_loadd(7, ones, 64);
+  HEED_TILE_LOADD(4, ones, 64);
+  HEED_TILE_LOADD(5, ones, 64);
+  HEED_TILE_LOADD(6, ones, 64);
+  HEED_TILE_LOADD(7, ones, 64);
   for (int64_t i = 0; i < iters; ++i) {
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);

@@ -357,10 +357,10 @@ HEED_TARGET_AMX void tile_amx(int64_t q0, int64_t q1, const uint32_t* a, const u
   const size_t c_stride = static_cast<size_t>(ldc) * sizeof(float);
   float* c1 = c + 16 * ldc;
   if (load_c && !kStreamC) {
-    _tile_loadd(0, c, c_stride);
-    _tile_loadd(1, c + 16, c_stride);
-    _tile_loadd(2, c1, c_stride);
-    _tile_loadd(3, c1 + 16, c_stride);
+    HEED_TILE_LOADD(0, c, c_stride);
+    HEED_TILE_LOADD(1, c + 16, c_stride);
+    HEED_TILE_LOADD(2, c1, c_stride);
+    HEED_TILE_LOADD(3, c1 + 16, c_stride);
   } else {
     _tile_zero(0);
     _tile_zero(1);
@@ -371,12 +371,12 @@ HEED_TARGET_AMX void tile_amx(int64_t q0, int64_t q1, const uint32_t* a, const u
   for (int64_t q = q0; q < q1; ++q) {
     const uint32_t* pa = a + q * kChunk * kAmxMR;
     const uint32_t* pb = b + q * kChunk * kNR;
-    _tile_loadd(4, pa, kRowA);
-    _tile_loadd(6, pb, kRowB);
-    _tile_loadd(7, pb + 16, kRowB);
+    HEED_TILE_LOADD(4, pa, kRowA);
+    HEED_TILE_LOADD(6, pb, kRowB);
+    HEED_TILE_LOADD(7, pb + 16, kRowB);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(5, pa + 16 * kChunk, kRowA);
+    HEED_TILE_LOADD(5, pa + 16 * kChunk, kRowA);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
@@ -415,10 +415,10 @@ HEED_TARGET_AMX void row_amx(int64_t pairs, const uint32_t* x, const uint32_t* b
       const int64_t n = std::min<int64_t>(16, cols - 16 * h);
       std::fill(row, row + 16, 0.0f);
       if (load_c) std::copy(ch, ch + n, row);
-      _tile_loadd(0, row, 0);
+      HEED_TILE_LOADD(0, row, 0);
       for (int64_t q = 0; q < pairs / kChunk; ++q) {
-        _tile_loadd(4, x + q * kChunk, 0);
-        _tile_loadd(6, strip + q * kChunk * kNR + 16 * h, kRowB);
+        HEED_TILE_LOADD(4, x + q * kChunk, 0);
+        HEED_TILE_LOADD(6, strip + q * kChunk * kNR + 16 * h, kRowB);
         _tile_dpbf16ps(0, 4, 6);
       }
       _tile_stored(0, out, 16 * sizeof(float));

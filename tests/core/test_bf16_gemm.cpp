@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/amx.h"
 #include "core/check.h"
 #include "core/cpu.h"
 #include "core/ops/bf16.h"
@@ -538,3 +539,27 @@ TEST_CASE("bf16_kernel runs AMX where the process may use it, else VDPBF16PS, el
   CHECK(here.front() == Bf16Kernel::emulated);
   CHECK(std::find(here.begin(), here.end(), chosen) != here.end());
 }
+
+#ifdef HEED_AMX
+TEST_CASE("AmxTiles hands LDTILECFG the whole 64-byte block: all eight tiles at 16 rows of 64 bytes", "[bf16]") {
+  // GCC 12's _tile_loadconfig names only the block's first 8 bytes as read, and a build for
+  // x86-64-v3 dropped the other stores: every AMX product then faulted (core/amx.h).
+  if (!amx_ready()) {
+    WARN("no AMX here (or not granted): the tile configuration not checked");
+    return;
+  }
+  const detail::AmxTileConfig wanted = detail::full_tiles();
+  {
+    const detail::AmxTiles tiles;
+    const detail::AmxTileConfig now = detail::AmxTiles::tile_config_now();
+    CHECK(now.palette == 1);
+    for (int t = 0; t < 8; ++t) {
+      INFO("tile " << t);
+      CHECK(now.bytes_per_row[t] == 64);
+      CHECK(now.rows[t] == 16);
+    }
+    CHECK(std::memcmp(&now, &wanted, sizeof now) == 0);
+  }
+  CHECK(detail::AmxTiles::tile_config_now().palette == 0);  // released: the tiles are unconfigured
+}
+#endif
