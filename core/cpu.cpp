@@ -288,8 +288,12 @@ CpuInfo detect() {
   info.cores = available_cores();
   const char* cap = std::getenv("HEED_MAX_CPU_ISA");
   if (cap && *cap) {
-    info = capped_cpu_info(std::move(info), parse_cpu_isa_cap(cap));
-    info.max_isa = cap;
+    const CpuIsaCap level = parse_cpu_isa_cap(cap);
+    info = capped_cpu_info(std::move(info), level);
+    if (level != CpuIsaCap::all) {
+      info.max_isa = cap;  // oneDNN's name, in lower case
+      for (char& c : info.max_isa) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
   }
   return info;
 }

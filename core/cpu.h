@@ -41,8 +41,8 @@ struct CpuInfo {
   /// Logical CPUs this process may run on (its affinity mask), at least 1.
   int cores = 1;
 
-  /// The HEED_MAX_CPU_ISA the instruction sets above were capped at (see cpu_isa_cap below), as
-  /// given; "all" when the variable is unset or empty.
+  /// The HEED_MAX_CPU_ISA the instruction sets above were capped at (see CpuIsaCap below), in
+  /// lower case: "avx2", ...; "all" when the variable is unset, empty or "all".
   std::string max_isa = "all";
 
   /// The share of L3 one core can count on: l3_bytes over the CPUs sharing it (at most cores).

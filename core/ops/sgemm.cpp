@@ -101,8 +101,8 @@ void set_onednn_cap() {
     case CpuIsaCap::all: break;
   }
   const dnnl_status_t status = dnnl_set_max_cpu_isa(isa);
-  HEED_CHECK(status == dnnl_success, "HEED_MAX_CPU_ISA=", cpu.max_isa, ": oneDNN refused the cap (status ",
-             static_cast<int>(status), "): it had already generated a kernel");
+  HEED_CHECK(status == dnnl_success, "HEED_MAX_CPU_ISA=", cpu.max_isa, ": oneDNN refused the cap (dnnl_status_t ",
+             static_cast<int>(status), ")");
 }
 void cap_onednn() {
   static const bool once = (set_onednn_cap(), true);  // (a throw leaves it to the next call)
