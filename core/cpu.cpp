@@ -375,24 +375,6 @@ CpuInfo capped_cpu_info(CpuInfo info, CpuIsaCap cap) {
   return info;
 }
 
-const char* compiled_vector_isa() {
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-  return "avx512";
-#elif defined(__AVX512F__)
-  return "avx512f";
-#elif defined(__AVX2__)
-  return "avx2";
-#elif defined(__AVX__)
-  return "avx";
-#elif defined(__SSE4_2__)
-  return "sse4.2";
-#elif defined(__SSE2__)
-  return "sse2";
-#else
-  return "other";
-#endif
-}
-
 const CpuInfo& cpu_info() {
   static const CpuInfo info = detect();
   return info;

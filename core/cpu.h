@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace heed {
 
@@ -74,9 +76,14 @@ CpuInfo capped_cpu_info(CpuInfo info, CpuIsaCap cap);
 
 /// The widest vector instructions this build's element-wise and row kernels (xsimd) were compiled
 /// for, fixed by -march: "avx512" (F, BW, VL, DQ: xsimd's avx512bw), "avx512f", "avx2", "avx",
-/// "sse4.2", "sse2" or "other". A CPU without them cannot run this build; HEED_MAX_CPU_ISA does not
-/// change them.
+/// "sse4.2", "sse2" or "other". HEED_MAX_CPU_ISA does not change them.
 const char* compiled_vector_isa();
+
+/// Each instruction set this build was compiled to use (-march), as __builtin_cpu_supports names
+/// it ("avx2", "avx512f", ...), with whether this CPU has it. A CPU that lacks one cannot run this
+/// build: before any of heed's code runs, the process then ends with one line naming them (exit
+/// code 1) instead of dying of SIGILL somewhere (core/compiled_isa.cpp).
+std::vector<std::pair<std::string, bool>> compiled_isas_here();
 
 /// Per-core arithmetic peaks in GFLOP/s, measured on the calling thread by a short
 /// microbenchmark: chains of independent multiply-adds at the widest vector width, enough

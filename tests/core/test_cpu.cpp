@@ -233,3 +233,37 @@ TEST_CASE("capped_cpu_info turns off what is newer than the cap, and never turns
     CHECK(c.vector_bytes == 32);
   }
 }
+
+TEST_CASE("the instruction sets this build was compiled for are the -march ones, and this CPU has each as Linux says", "[cpu]") {
+  const auto isas = compiled_isas_here();
+  std::set<std::string> names;
+  for (const auto& [name, present] : isas) names.insert(name);
+  const std::string vector_isa = compiled_vector_isa();
+  INFO("compiled for " << vector_isa);
+  if (vector_isa == "avx512") {
+    for (const char* name : {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "avx"}) {
+      INFO(name);
+      CHECK(names.count(name) == 1);
+    }
+  } else if (vector_isa == "avx2") {
+    CHECK(names.count("avx2") == 1);
+    CHECK(names.count("avx512f") == 0);
+  } else if (vector_isa == "sse2") {
+    CHECK(names.empty());  // plain x86-64: nothing to check
+  }
+  // Each one's presence is what /proc/cpuinfo says (the process would not have got here otherwise,
+  // but the names must also be the ones the check asks about).
+  const auto flags = linux_cpu_flags();
+  if (flags.empty()) return;
+  const std::map<std::string, std::string> linux_name = {
+      {"sse4.2", "sse4_2"},          {"bmi", "bmi1"},
+      {"avx512vnni", "avx512_vnni"}, {"avx512bf16", "avx512_bf16"},
+      {"avx512vbmi2", "avx512_vbmi2"}, {"avx512bitalg", "avx512_bitalg"},
+      {"avx512vpopcntdq", "avx512_vpopcntdq"}, {"avx512fp16", "avx512_fp16"},
+      {"avxvnni", "avx_vnni"}};
+  for (const auto& [name, present] : isas) {
+    INFO(name);
+    const auto renamed = linux_name.find(name);
+    CHECK(present == (flags.count(renamed == linux_name.end() ? name : renamed->second) == 1));
+  }
+}
