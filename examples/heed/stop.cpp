@@ -13,11 +13,15 @@
 
 namespace heed::cli {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);  // so its use in a signal handler is safe
 
 namespace {
 
-volatile std::sig_atomic_t g_exit_at_once = 0;  // an ExitAtOnceOnStop is alive
+// An ExitAtOnceOnStop is alive. Atomic (sequentially consistent) with g_stop_signal: the
+// constructor sets it then reads the signal, the handler reads the signal then it, so a signal on
+// another thread is either seen by the constructor or exits at once itself.
+std::atomic<int> g_exit_at_once{0};
 
 // set_exit_at_once_cleanup's paths, in static storage for the handler: the lock file, the run's
 // files (any of them present: keep the lock), the directories to remove deepest first.
@@ -71,32 +75,32 @@ int64_t monotonic_ns() {  // clock_gettime is async-signal-safe (POSIX)
 
 
 void on_stop_signal(int sig) {
-  if (g_stop_signal) {
+  if (const int first = g_stop_signal.load()) {
     if (g_under_mpirun) return;
-    if (sig == g_stop_signal && monotonic_ns() - g_first_signal_ns.load() < kRepeatWindowNs) return;
+    if (sig == first && monotonic_ns() - g_first_signal_ns.load() < kRepeatWindowNs) return;
     say_with_signal("heed: second signal ", sig, ": stopped at once, nothing more saved\n");
     _exit(128 + sig);  // the second signal: no more waiting
   }
-  if (g_exit_at_once) {  // a read-only phase: nothing to save
+  if (g_exit_at_once.load()) {  // a read-only phase: nothing to save
     clean_up_before_exit();
     say_stopped(sig);
     _exit(128 + sig);
   }
-  g_first_signal_ns.store(monotonic_ns());
-  g_stop_signal = sig;
+  g_first_signal_ns.store(monotonic_ns());  // before the signal: a repeat's handler reads them in turn
+  g_stop_signal.store(sig);
 }
 
 }  // namespace
 
 ExitAtOnceOnStop::ExitAtOnceOnStop() {
-  g_exit_at_once = 1;
-  if (g_stop_signal) {  // it came earlier and was only recorded
-    g_exit_at_once = 0;
+  g_exit_at_once.store(1);
+  if (g_stop_signal.load()) {  // it came earlier and was only recorded
+    g_exit_at_once.store(0);
     check_stop();
   }
 }
 
-ExitAtOnceOnStop::~ExitAtOnceOnStop() { g_exit_at_once = 0; }
+ExitAtOnceOnStop::~ExitAtOnceOnStop() { g_exit_at_once.store(0); }
 
 void set_exit_at_once_cleanup(const std::string& lock_file, const std::vector<std::string>& run_files,
                               const std::vector<std::string>& dirs) {

@@ -9,6 +9,7 @@
 // and later signals are ignored: mpirun's SIGKILL follows anyway.
 #pragma once
 
+#include <atomic>
 #include <csignal>
 #include <exception>
 #include <string>
@@ -16,8 +17,10 @@
 
 namespace heed::cli {
 
-/// The signal that asked heed to stop (0: none yet).
-extern volatile std::sig_atomic_t g_stop_signal;
+/// The signal that asked heed to stop (0: none yet). An atomic, not a volatile sig_atomic_t: the
+/// handler may run on any of heed's threads, and a second signal's handler reads it with the time
+/// of the first (stop.cpp), which must be stored before it.
+extern std::atomic<int> g_stop_signal;
 
 /// Installs the stop handlers (dist::stop_signals(), and SIGHUP: a closed terminal stops a run like Ctrl-C: it is saved) (main does, before any command runs) and ignores SIGPIPE,
 /// so a closed pipe is a write error heed reports (io.h) rather than a silent death mid-save.
