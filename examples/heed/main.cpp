@@ -8,8 +8,12 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -35,20 +39,60 @@ int fail(int code, std::string msg) {
   return code;
 }
 
-// CLI11 reads an integer with strtoll, which turns "99999999999999999999" into INT64_MAX without
-// a word: the text itself must be an integer that fits.
+// CLI11 reads an integer with strtoll in base 0, so "010" is 8 and "0x10" 16, and it turns
+// "99999999999999999999" into INT64_MAX without a word. A number flag is written in decimal (as
+// nanoGPT's argparse reads it): anything else is refused, leading zeros are dropped before CLI11
+// reads the text, and the value must fit.
 const CLI::Validator kInt64Text(
     [](std::string& text) -> std::string {
-      // Only a run of digits is judged here; CLI11 itself refuses what is no integer at all.
       const size_t sign = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
-      if (text.size() == sign || text.find_first_not_of("0123456789", sign) != std::string::npos) return std::string();
+      if (text.size() == sign || text.find_first_not_of("0123456789", sign) != std::string::npos)
+        return "'" + text + "' is not a decimal integer";
+      const size_t first = std::min(text.find_first_not_of('0', sign), text.size() - 1);
+      const std::string original = text;
+      text = (text[0] == '-' ? "-" : "") + text.substr(first);
       int64_t v = 0;
-      const char* digits = text.data() + (text[0] == '+' ? 1 : 0);
-      if (std::from_chars(digits, text.data() + text.size(), v).ec == std::errc::result_out_of_range)
-        return "'" + text + "' is out of range (integers go from -9223372036854775808 to 9223372036854775807)";
+      if (std::from_chars(text.data(), text.data() + text.size(), v).ec == std::errc::result_out_of_range)
+        return "'" + original + "' is out of range (integers go from -9223372036854775808 to 9223372036854775807)";
       return std::string();
     },
     "", "a 64-bit integer");
+
+// CLI11 reads a floating-point number with strtod, which also takes hexadecimal ("0x10" is 16) and
+// turns "1e-400" into 0 and "1e400" into inf. A number flag is written in decimal (digits, a point,
+// an exponent; or inf and nan, which the flags' own checks then name), and its value must be a
+// double's: not past the largest, nor a nonzero number that would read as 0.
+const CLI::Validator kDoubleText(
+    [](std::string& text) -> std::string {
+      const size_t sign = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+      std::string word = text.substr(sign);
+      for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (word == "inf" || word == "infinity" || word == "nan") return std::string();
+      size_t i = sign, mantissa_digits = 0;
+      bool nonzero = false;
+      auto digits = [&] {
+        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+          nonzero |= text[i] != '0';
+          ++i, ++mantissa_digits;
+        }
+      };
+      digits();
+      if (i < text.size() && text[i] == '.') ++i, digits();
+      bool decimal = mantissa_digits > 0;
+      if (decimal && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+        ++i;
+        if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+        const size_t exponent_start = i;
+        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+        decimal = i > exponent_start;
+      }
+      if (!decimal || i != text.size()) return "'" + text + "' is not a decimal number";
+      const double v = std::strtod(text.c_str(), nullptr);
+      if (std::isinf(v)) return "'" + text + "' is out of range (a double's largest is 1.8e308)";
+      if (v == 0 && nonzero) return "'" + text + "' is too small for a double: it would read as 0";
+      return std::string();
+    },
+    "", "a decimal number");
 
 // Registers every option of `table` on `cmd`, setting the members of `o` (which holds the
 // defaults, so --help shows them). Each option answers to --flag and to nanoGPT's --name; a
@@ -66,7 +110,8 @@ void add_options(CLI::App* cmd, const OptionTable<T>& table, T& o) {
             added = cmd->add_flag(names + ",!--no-" + opt.flag, o.*member, opt.help);
           else
             added = cmd->add_option(names, o.*member, opt.help);
-          if constexpr (std::is_same_v<M, int64_t>) added->check(kInt64Text);
+          if constexpr (std::is_same_v<M, int64_t>) added->transform(kInt64Text);  // (transform: may rewrite)
+          if constexpr (std::is_same_v<M, double>) added->check(kDoubleText);
           added->capture_default_str();
           if (opt.required) added->required();
         },

@@ -238,6 +238,16 @@ TEST_CASE("cli errors: nonsense numbers for train are usage errors naming the fl
       // named as given, never as the INT64_MAX strtoll made of it
       {{"--n-layer", "99999999999999999999"}, "'99999999999999999999' is out of range"},
       {{"--max-iters", "-99999999999999999999"}, "'-99999999999999999999' is out of range"},
+      // decimal only, as nanoGPT's argparse: CLI11 alone read 0x10 as 16 (and 010 as 8: below)
+      {{"--max-iters", "0x10"}, "--max-iters: '0x10' is not a decimal integer"},
+      {{"--batch-size", "1e3"}, "--batch-size: '1e3' is not a decimal integer"},
+      {{"--lr", "0x10"}, "--lr: '0x10' is not a decimal number"},
+      {{"--dropout", "0x1p-3"}, "--dropout: '0x1p-3' is not a decimal number"},
+      {{"--lr", "1e"}, "--lr: '1e' is not a decimal number"},
+      {{"--lr", "."}, "--lr: '.' is not a decimal number"},
+      // named as written, not as the 0 or inf strtod made of it
+      {{"--lr", "1e-400"}, "--lr: '1e-400' is too small for a double: it would read as 0"},
+      {{"--lr", "1e400"}, "--lr: '1e400' is out of range"},
   };
   for (const auto& [flags, needle] : cases) {
     INFO(needle);
@@ -246,6 +256,18 @@ TEST_CASE("cli errors: nonsense numbers for train are usage errors naming the fl
   // bench shares the model flags and their checks, and has --iters of its own.
   require_clean_error(run_heed({"bench", "--data", fx.corpus, "--batch-size", "0"}), 2, {"--batch-size"});
   require_clean_error(run_heed({"bench", "--data", fx.corpus, "--iters", "0"}), 2, {"--iters"});
+}
+
+TEST_CASE("cli: numbers on the command line are decimal, leading zeros and all, as nanoGPT's argparse reads them", "[cli]") {
+  Fixture fx;
+  // CLI11 reads integers with strtoll in base 0: --max-iters 010 trained 8 iterations.
+  ProcessResult r = run_heed(fx.train({"--max-iters", "010", "--lr", ".5e-3", "--eval-interval", "0005"}));
+  require_ok(r);
+  REQUIRE_THAT(r.out, Catch::Contains("done: 10 iterations"));
+  const std::string config = read_file(fx.dir / "run/config.toml");
+  CHECK_THAT(config, Catch::Contains("max_iters = 10"));
+  CHECK_THAT(config, Catch::Contains("eval_interval = 5"));
+  CHECK_THAT(config, Catch::Contains("\nlr = 5e-04\n"));
 }
 
 TEST_CASE("cli errors: nonsense numbers for sample and eval are usage errors naming the flag (exit 2)", "[cli]") {
