@@ -146,6 +146,7 @@ TEST_CASE("parallel_for_each runs every item once, on no more threads than the b
     std::atomic<int> running{0}, most{0};
     std::mutex mutex;
     std::map<std::thread::id, int> items_by_thread;
+    const auto t0 = std::chrono::steady_clock::now();
     parallel_for_each(kItems, [&](int64_t i) {
       const int now = ++running;
       for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
@@ -155,6 +156,18 @@ TEST_CASE("parallel_for_each runs every item once, on no more threads than the b
       {
         std::lock_guard<std::mutex> lock(mutex);
         ++items_by_thread[std::this_thread::get_id()];
+      }
+      // With a budget of several threads, item 0 waits (up to 10 s) for another thread to take an
+      // item: on a loaded machine the caller alone once ran all 40 before a worker woke (12 ms),
+      // which is no failure to share. A pool that never shares still fails below, after 10 s.
+      if (i == 0 && threads > 1) {
+        while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            if (items_by_thread.size() > 1) break;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
       }
       --running;
     });

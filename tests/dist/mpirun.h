@@ -71,17 +71,25 @@ inline std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
-/// Waits until process `pid` has exited (gone from /proc, or a zombie: its files, and so its locks,
-/// are released) or `seconds` passed; whether it did. A SIGKILLed process is not gone at once:
-/// a resume started right after killing the ranks once found rank 0 still holding the run's lock.
+/// Waits until process `pid` has exited (gone from /proc, or a zombie of one thread: its files,
+/// and so its locks, are released) or `seconds` passed; whether it did. A SIGKILLed process is not
+/// gone at once: a resume started right after killing the ranks once found rank 0 still holding
+/// the run's lock. Nor is a zombie main thread enough: /proc/PID/stat says 'Z' as soon as the main
+/// thread has exited, while the process's other threads (the two a rank gets from Open MPI) may
+/// still be exiting, and the descriptors they share stay open until the last one has gone.
 inline bool wait_exited(pid_t pid, double seconds) {
   const auto t0 = std::chrono::steady_clock::now();
   while (seconds_since(t0) < seconds) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
     std::string line;
-    if (!std::getline(stat, line)) return true;
-    const size_t close = line.rfind(')');
-    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') return true;
+    bool zombie = false, gone = true;
+    int threads = 0;
+    while (std::getline(status, line)) {
+      gone = false;
+      if (line.rfind("State:", 0) == 0) zombie = line.find('Z') != std::string::npos;
+      if (line.rfind("Threads:", 0) == 0) threads = std::atoi(line.c_str() + 8);
+    }
+    if (gone || (zombie && threads == 1)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;

@@ -131,6 +131,12 @@ TEST_CASE("SIGKILL of the whole mpirun job, then --resume with another process c
     std::error_code ignored;  // a segment already gone (each rank maps its peers' too) is fine
     std::filesystem::remove(file, ignored);
   }
+  // And the killed mpirun's session directory, $TMPDIR/ompi.<host>.<uid>/pid.<its pid>: 8 MB a
+  // run, which nothing else removes.
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ignored))
+    if (entry.path().filename().string().rfind("ompi.", 0) == 0)
+      std::filesystem::remove_all(entry.path() / ("pid." + std::to_string(job)), ignored);
   // The recipe is the run's: another A is refused; another N is not.
   require_clean_error(run_job(cat(plain_heed(), cat(recipe(out, 30, 3), {"--resume"}))), 2,
                       {"--grad-accum 3 differs from the run's 6"});
