@@ -4,11 +4,11 @@
 #include "core/cpu.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <thread>
 #include <vector>
 
@@ -286,15 +286,7 @@ CpuInfo detect() {
   detect_x86(info);
 #endif
   info.cores = available_cores();
-  const char* cap = std::getenv("HEED_MAX_CPU_ISA");
-  if (cap && *cap) {
-    const CpuIsaCap level = parse_cpu_isa_cap(cap);
-    info = capped_cpu_info(std::move(info), level);
-    if (level != CpuIsaCap::all) {
-      info.max_isa = cap;  // oneDNN's name, in lower case
-      for (char& c : info.max_isa) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-  }
+  if (const char* cap = std::getenv("HEED_MAX_CPU_ISA")) info = capped_cpu_info(std::move(info), parse_cpu_isa_cap(cap));
   return info;
 }
 
@@ -352,15 +344,16 @@ CpuPeaks measure(const CpuInfo& info, bool quick) {
 
 }  // namespace
 
+// Each cap's name, in the enum's order (one table for parsing and naming).
+constexpr const char* kCpuIsaCapNames[] = {"sse41", "avx2", "avx512_core", "avx512_core_bf16", "avx512_core_amx", "all"};
+
+const char* cpu_isa_cap_name(CpuIsaCap cap) { return kCpuIsaCapNames[static_cast<int>(cap)]; }
+
 CpuIsaCap parse_cpu_isa_cap(std::string_view value) {
-  std::string v(value);
-  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (v.empty() || v == "all") return CpuIsaCap::all;
-  if (v == "sse41") return CpuIsaCap::sse41;
-  if (v == "avx2") return CpuIsaCap::avx2;
-  if (v == "avx512_core") return CpuIsaCap::avx512_core;
-  if (v == "avx512_core_bf16") return CpuIsaCap::avx512_core_bf16;
-  if (v == "avx512_core_amx") return CpuIsaCap::avx512_core_amx;
+  if (value.empty()) return CpuIsaCap::all;
+  for (int i = 0; i <= static_cast<int>(CpuIsaCap::all); ++i)
+    if (value.size() == std::strlen(kCpuIsaCapNames[i]) && ::strncasecmp(value.data(), kCpuIsaCapNames[i], value.size()) == 0)
+      return static_cast<CpuIsaCap>(i);
   detail::fail("HEED_MAX_CPU_ISA: expected sse41, avx2, avx512_core, avx512_core_bf16, avx512_core_amx or all ",
                "(or unset), got '", value, "'");
 }
@@ -372,6 +365,7 @@ CpuInfo capped_cpu_info(CpuInfo info, CpuIsaCap cap) {
   if (cap < CpuIsaCap::avx512_core) info.avx512f = info.avx512bw = info.avx512vl = false;
   if (cap < CpuIsaCap::avx2) info.avx2 = info.fma = false;
   info.vector_bytes = info.avx512f ? 64 : info.avx2 ? 32 : 16;
+  info.max_isa = cap;
   return info;
 }
 
@@ -425,7 +419,7 @@ std::string cpu_json() {
   j["isa"] = {{"fma", c.fma},           {"avx2", c.avx2},           {"avx512f", c.avx512f},
               {"avx512bw", c.avx512bw}, {"avx512vl", c.avx512vl},   {"avx512_bf16", c.avx512_bf16},
               {"amx_bf16", c.amx_bf16}};
-  j["max_isa"] = c.max_isa;
+  j["max_isa"] = cpu_isa_cap_name(c.max_isa);
   j["compiled_for"] = compiled_vector_isa();
   j["vector_bits"] = c.vector_bytes * 8;
   j["cache_bytes"] = {{"l1d", c.l1d_bytes}, {"l2", c.l2_bytes}, {"l3", c.l3_bytes}, {"l3_shared_by", c.l3_shared_by},

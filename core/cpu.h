@@ -12,6 +12,18 @@
 
 namespace heed {
 
+/// The newest instruction set heed's run-time choices may use, from the environment variable
+/// HEED_MAX_CPU_ISA, named as oneDNN's DNNL_MAX_CPU_ISA (case-insensitive): sse41, avx2,
+/// avx512_core (AVX-512 F/BW/VL), avx512_core_bf16 (+ AVX512_BF16), avx512_core_amx (+ AMX-BF16), or
+/// all (also: unset or empty). It lowers what cpu_info() reports, never raises it: the bf16 and fp32
+/// product kernels, the peak probes and the blocking then follow the capped CPU, and heed hands the
+/// cap to oneDNN (dnnl_set_max_cpu_isa) before its first product. So an AVX-512 machine can run,
+/// test and time the paths an AVX2 or a Zen 4-like (no AMX) machine takes. Two things it cannot
+/// reach, because they are fixed before main: the element-wise kernels' vector width, chosen at
+/// compile time (-march; build with -DHEED_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 for
+/// AVX2's), and OpenBLAS's kernels (set OPENBLAS_CORETYPE=Haswell too). docs/platform.md.
+enum class CpuIsaCap { sse41, avx2, avx512_core, avx512_core_bf16, avx512_core_amx, all };
+
 /// The processor, detected once (cpuid, the OS's enabled register state and the process's CPU
 /// affinity). Instruction sets are true only when the CPU has them *and* the OS saves their
 /// registers, so a kernel may use any that is set.
@@ -43,9 +55,8 @@ struct CpuInfo {
   /// Logical CPUs this process may run on (its affinity mask), at least 1.
   int cores = 1;
 
-  /// The HEED_MAX_CPU_ISA the instruction sets above were capped at (see CpuIsaCap below), in
-  /// lower case: "avx2", ...; "all" when the variable is unset, empty or "all".
-  std::string max_isa = "all";
+  /// The HEED_MAX_CPU_ISA the instruction sets above were capped at (all: none).
+  CpuIsaCap max_isa = CpuIsaCap::all;
 
   /// The share of L3 one core can count on: l3_bytes over the CPUs sharing it (at most cores).
   int64_t l3_per_core() const;
@@ -55,23 +66,16 @@ struct CpuInfo {
 /// by HEED_MAX_CPU_ISA (below). Throws heed::Error when that variable's value is not one it knows.
 const CpuInfo& cpu_info();
 
-/// The newest instruction set heed's run-time choices may use, from the environment variable
-/// HEED_MAX_CPU_ISA, named as oneDNN's DNNL_MAX_CPU_ISA (case-insensitive): sse41, avx2,
-/// avx512_core (AVX-512 F/BW/VL), avx512_core_bf16 (+ AVX512_BF16), avx512_core_amx (+ AMX-BF16), or
-/// all (also: unset or empty). It lowers what cpu_info() reports, never raises it: the bf16 and fp32
-/// product kernels, the peak probes and the blocking then follow the capped CPU, and heed hands the
-/// cap to oneDNN (dnnl_set_max_cpu_isa) before its first product. So an AVX-512 machine can run,
-/// test and time the paths an AVX2 or a Zen 4-like (no AMX) machine takes. Two things it cannot
-/// reach, because they are fixed before main: the element-wise kernels' vector width, chosen at
-/// compile time (-march; build with -DHEED_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 for
-/// AVX2's), and OpenBLAS's kernels (set OPENBLAS_CORETYPE=Haswell too). docs/platform.md.
-enum class CpuIsaCap { sse41, avx2, avx512_core, avx512_core_bf16, avx512_core_amx, all };
 
 /// The cap a HEED_MAX_CPU_ISA value names (see above); throws heed::Error naming the variable and
 /// the values it takes for any other.
 CpuIsaCap parse_cpu_isa_cap(std::string_view value);
 
-/// `info` with the instruction sets newer than `cap` turned off (and vector_bytes to match).
+/// A cap's name: oneDNN's, in lower case ("avx2", "avx512_core_bf16", "all").
+const char* cpu_isa_cap_name(CpuIsaCap cap);
+
+/// `info` with the instruction sets newer than `cap` turned off (and vector_bytes to match), and
+/// max_isa = cap.
 CpuInfo capped_cpu_info(CpuInfo info, CpuIsaCap cap);
 
 /// The widest vector instructions this build's element-wise and row kernels (xsimd) were compiled

@@ -90,9 +90,9 @@ class NoSignalsDuringCall {
 // call into oneDNN goes through, sets it on the first.
 void set_onednn_cap() {
   const CpuInfo& cpu = cpu_info();
-  if (cpu.max_isa == "all") return;
+  if (cpu.max_isa == CpuIsaCap::all) return;
   dnnl_cpu_isa_t isa = dnnl_cpu_isa_all;
-  switch (parse_cpu_isa_cap(cpu.max_isa)) {
+  switch (cpu.max_isa) {
     case CpuIsaCap::sse41: isa = dnnl_cpu_isa_sse41; break;
     case CpuIsaCap::avx2: isa = dnnl_cpu_isa_avx2; break;
     case CpuIsaCap::avx512_core: isa = dnnl_cpu_isa_avx512_core; break;
@@ -101,7 +101,7 @@ void set_onednn_cap() {
     case CpuIsaCap::all: break;
   }
   const dnnl_status_t status = dnnl_set_max_cpu_isa(isa);
-  HEED_CHECK(status == dnnl_success, "HEED_MAX_CPU_ISA=", cpu.max_isa, ": oneDNN refused the cap (dnnl_status_t ",
+  HEED_CHECK(status == dnnl_success, "HEED_MAX_CPU_ISA=", cpu_isa_cap_name(cpu.max_isa), ": oneDNN refused the cap (dnnl_status_t ",
              static_cast<int>(status), ")");
 }
 void cap_onednn() {

@@ -20,6 +20,8 @@
 #include <new>
 #include <string>
 
+#include <strings.h>
+
 #include "commands.h"
 #include "config_file.h"
 #include "io.h"
@@ -65,9 +67,8 @@ const CLI::Validator kInt64Text(
 const CLI::Validator kDoubleText(
     [](std::string& text) -> std::string {
       const size_t sign = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
-      std::string word = text.substr(sign);
-      for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (word == "inf" || word == "infinity" || word == "nan") return std::string();
+      for (const char* word : {"inf", "infinity", "nan"})
+        if (::strcasecmp(text.c_str() + sign, word) == 0) return std::string();
       size_t i = sign, mantissa_digits = 0;
       bool nonzero = false;
       auto digits = [&] {

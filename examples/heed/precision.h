@@ -31,7 +31,9 @@ inline bool precision_is_bf16(const std::string& precision) {
   if (precision == "fp32") return false;
   HEED_CHECK(bf16_kernel() != Bf16Kernel::emulated, "--precision bf16 needs a CPU with AVX512_BF16 or AMX-BF16; ",
              "this one (", cpu_info().model_name,
-             cpu_info().max_isa == "all" ? std::string() : ", capped by HEED_MAX_CPU_ISA=" + cpu_info().max_isa,
+             cpu_info().max_isa == CpuIsaCap::all
+                 ? std::string()
+                 : std::string(", capped by HEED_MAX_CPU_ISA=") + cpu_isa_cap_name(cpu_info().max_isa),
              ") has neither: use --precision fp32");
   // A CPU with AMX whose tiles Linux did not grant (before 5.16, or refused) runs the products on
   // VDPBF16PS, which on such a Xeon is half the fp32 FMA rate: bf16 would train more slowly than

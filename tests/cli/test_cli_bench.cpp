@@ -150,10 +150,9 @@ TEST_CASE("heed train and bench --profile print time per op type, forward and ba
   }
 }
 
-// bench's tuning.fp32_products is what core/ops/sgemm.h's rule gives for this CPU, the OpenBLAS
-// kernels the child reports and HEED_FP32_PRODUCTS=`choice`.
-static void check_fp32_kernel(const json& tuning, const char* choice) {
-  const CpuInfo& cpu = cpu_info();
+// bench's tuning.fp32_products is what core/ops/sgemm.h's rule gives for `cpu` (this one, or it
+// capped as the child was), the OpenBLAS kernels the child reports and HEED_FP32_PRODUCTS=`choice`.
+static void check_fp32_kernel(const json& tuning, const char* choice, const CpuInfo& cpu = cpu_info()) {
   const bool fits = detail::openblas_kernels_fit_cpu(tuning.at("openblas_kernels").get<std::string>(), cpu.avx2, cpu.fma);
   const bool onednn = detail::fp32_products_on_onednn(choice, cpu.avx512f, fits);
   CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);
@@ -177,8 +176,9 @@ TEST_CASE("HEED_FP32_PRODUCTS chooses the fp32 product kernel bench reports, and
 }
 
 TEST_CASE("HEED_MAX_CPU_ISA caps the CPU bench reports and the kernels it runs on, and a bad value is a clean error", "[cli]") {
-  if (cpu_info().max_isa != "all") {
-    WARN("this process runs under HEED_MAX_CPU_ISA=" << cpu_info().max_isa << ": the children's caps not checked");
+  if (cpu_info().max_isa != CpuIsaCap::all) {
+    WARN("this process runs under HEED_MAX_CPU_ISA=" << cpu_isa_cap_name(cpu_info().max_isa)
+                                                     << ": the children's caps not checked");
     return;
   }
   ScratchDir dir("bench_max_isa");
@@ -208,10 +208,7 @@ TEST_CASE("HEED_MAX_CPU_ISA caps the CPU bench reports and the kernels it runs o
     CHECK(cpu.at("peak_gflops_per_core").at("bf16_amx") == 0.0);
     if (!expected.avx512_bf16) CHECK(cpu.at("peak_gflops_per_core").at("bf16_dot") == 0.0);
     CHECK(tuning.at("bf16_products") == (bf16_hardware ? "AVX512_BF16 VDPBF16PS" : "emulated on fp32 FMAs"));
-    const bool fits =
-        detail::openblas_kernels_fit_cpu(tuning.at("openblas_kernels").get<std::string>(), expected.avx2, expected.fma);
-    const bool onednn = detail::fp32_products_on_onednn("", expected.avx512f, fits);
-    CHECK(tuning.at("fp32_products").get<std::string>().rfind(onednn ? "oneDNN " : "OpenBLAS cblas_sgemm", 0) == 0);
+    check_fp32_kernel(tuning, "", expected);
     if (!expected.avx512f) CHECK(tuning.at("fp32_products").get<std::string>().find("A^T B") == std::string::npos);
     if (!bf16_hardware) {  // the command line refuses the emulated bf16 kernel, naming the cap
       require_clean_error(run_heed(cat(args, {"--precision", "bf16"}), opt), 1,
@@ -222,8 +219,9 @@ TEST_CASE("HEED_MAX_CPU_ISA caps the CPU bench reports and the kernels it runs o
   all.env = {"HEED_MAX_CPU_ISA=ALL"};
   ProcessResult uncapped = run_heed(args, all);
   require_ok(uncapped);
-  CHECK(json::parse(uncapped.out).at("cpu").at("max_isa") == "all");
-  CHECK(json::parse(uncapped.out).at("cpu").at("isa").at("avx512f") == cpu_info().avx512f);
+  const json uncapped_cpu = json::parse(uncapped.out).at("cpu");
+  CHECK(uncapped_cpu.at("max_isa") == "all");
+  CHECK(uncapped_cpu.at("isa").at("avx512f") == cpu_info().avx512f);
   // The cap reaches oneDNN: with OpenBLAS on its SSE3 kernels (which miss an AVX2 CPU), the fp32
   // products run on oneDNN, at most on AVX2.
   RunOptions sse3_openblas;
