@@ -14,7 +14,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* gen)
   reset_parameter("weight", weight, gen ? *gen : default_generator());
 }
 
-void Embedding::reset_parameter(const std::string&, Tensor& t, Generator& gen) { init::normal_(t, 1.0, gen); }
+void Embedding::reset_parameter(const std::string&, Tensor& t, Generator& gen) { init::normal_(t, 0.0, 1.0, gen); }
 
 Tensor Embedding::forward(const std::vector<int32_t>& ids, const Shape& ids_shape) {
   return embedding(weight, ids, ids_shape);

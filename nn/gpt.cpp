@@ -68,7 +68,7 @@ GPT::GPT(const GPTConfig& c, std::optional<uint64_t> seed) : config_(c) {
     } else if (ends_with(path, ".bias")) {
       init::zeros_(t);
     } else {  // Linear and Embedding weights
-      init::normal_(t, ends_with(path, "c_proj.weight") ? proj_std : 0.02, gen);
+      init::normal_(t, 0.0, ends_with(path, "c_proj.weight") ? proj_std : 0.02, gen);
     }
   });
 }

@@ -2,6 +2,8 @@
 
 #include <unordered_set>
 
+#include "core/autograd.h"
+
 namespace heed::nn::init {
 
 namespace {
@@ -12,16 +14,20 @@ SkipInit::SkipInit() { ++t_skip_init; }
 SkipInit::~SkipInit() { --t_skip_init; }
 bool SkipInit::active() { return t_skip_init > 0; }
 
-Tensor& normal_(Tensor& t, double std, Generator& gen, double mean) {
+Tensor& normal_(Tensor& t, double mean, double std, Generator& gen) {
   if (SkipInit::active()) return t;
+  NoGradGuard no_grad;
   t.copy_(Tensor::randn(t.shape(), gen, std, mean, t.dtype()));
   return t;
 }
 
-Tensor& normal_(Tensor& t, double std, double mean) { return normal_(t, std, default_generator(), mean); }
+Tensor& normal_(Tensor& t, double mean, double std) { return normal_(t, mean, std, default_generator()); }
+
+Tensor& normal_(Tensor& t) { return normal_(t, 0.0, 1.0, default_generator()); }
 
 Tensor& uniform_(Tensor& t, double lo, double hi, Generator& gen) {
   if (SkipInit::active()) return t;
+  NoGradGuard no_grad;
   t.copy_(Tensor::rand(t.shape(), gen, lo, hi, t.dtype()));
   return t;
 }
@@ -29,11 +35,13 @@ Tensor& uniform_(Tensor& t, double lo, double hi, Generator& gen) {
 Tensor& uniform_(Tensor& t, double lo, double hi) { return uniform_(t, lo, hi, default_generator()); }
 
 Tensor& zeros_(Tensor& t) {
+  NoGradGuard no_grad;
   t.fill_(0.0);
   return t;
 }
 
 Tensor& ones_(Tensor& t) {
+  NoGradGuard no_grad;
   t.fill_(1.0);
   return t;
 }

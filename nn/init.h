@@ -1,4 +1,5 @@
-// heed::nn: in-place parameter initialisers (torch.nn.init), run outside autograd. Each keeps the
+// heed::nn: in-place parameter initialisers (torch.nn.init), run outside autograd (each under its
+// own NoGradGuard, as torch's run under torch.no_grad(), so they may fill a parameter that requires grad). Each keeps the
 // tensor's shape, dtype and storage, so every handle and tied alias sees the new values. And the
 // initialisation of a whole model from one seed, by name:
 //
@@ -30,10 +31,15 @@ class SkipInit {
   static bool active();
 };
 
-/// Fills `t` with normal(mean, std) samples from `gen`; returns t.
-Tensor& normal_(Tensor& t, double std, Generator& gen, double mean = 0.0);
-/// Fills `t` with normal(mean, std) samples from the default generator; returns t.
-Tensor& normal_(Tensor& t, double std = 1.0, double mean = 0.0);
+/// Fills `t` with normal(mean, std) samples from `gen`; returns t. The arguments come in
+/// torch.nn.init.normal_'s order, mean before std: a port of `normal_(w, mean=0.0, std=0.02)` is
+/// `normal_(w, 0.0, 0.02)`. There is no two-argument form: torch reads `normal_(w, 0.02)` as a
+/// mean of 0.02, where heed before 2026-11-30 read it as a std, so neither compiles now.
+Tensor& normal_(Tensor& t, double mean, double std, Generator& gen);
+/// The same from the default generator.
+Tensor& normal_(Tensor& t, double mean, double std);
+/// Fills `t` with standard normal samples (mean 0, std 1) from the default generator; returns t.
+Tensor& normal_(Tensor& t);
 /// Fills `t` with uniform [lo, hi) samples from `gen`; returns t.
 Tensor& uniform_(Tensor& t, double lo, double hi, Generator& gen);
 /// Fills `t` with uniform [lo, hi) samples from the default generator; returns t.

@@ -45,7 +45,7 @@ LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t 
 }
 
 void LearnedPositionalEmbedding::reset_parameter(const std::string&, Tensor& t, Generator& gen) {
-  init::normal_(t, 1.0, gen);
+  init::normal_(t, 0.0, 1.0, gen);
 }
 
 Tensor LearnedPositionalEmbedding::forward(int64_t T) {

@@ -140,7 +140,7 @@ EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& o) : options_(o) {
   const double sd = 1.0 / std::sqrt(static_cast<double>(o.d_model));
   init::by_name(*this, seed_or_draw(o.seed), [&](Module& owner, const std::string& path, Tensor& t, Generator& gen) {
     if (&owner == src_embed.get() || &owner == tgt_embed.get()) {
-      normal_(t, sd, gen);
+      normal_(t, 0.0, sd, gen);
     } else {
       init::layer_default(owner, path, t, gen);
     }

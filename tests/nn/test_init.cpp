@@ -141,13 +141,13 @@ TEST_CASE("SkipInit: initialisers leave parameters alone and draw nothing while 
   {
     nn::init::SkipInit skip;
     REQUIRE(nn::init::SkipInit::active());
-    nn::init::normal_(t, 1.0, gen);
+    nn::init::normal_(t, 0.0, 1.0, gen);
     nn::init::uniform_(t, -1.0, 1.0, gen);
   }
   REQUIRE(!nn::init::SkipInit::active());
   for (float v : t.to_vector<float>()) REQUIRE(v == 7.0f);
   REQUIRE(gen.next_u64() == Generator(5).next_u64());  // the generator did not move
-  nn::init::normal_(t, 1.0, gen);
+  nn::init::normal_(t, 0.0, 1.0, gen);
   REQUIRE(t.to_vector<float>() != std::vector<float>(12, 7.0f));
   // A model built under SkipInit and then given a seeded model's values equals it (what the
   // checkpoint loader does), and one built after the scope is initialised again.

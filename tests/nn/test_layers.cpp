@@ -501,12 +501,13 @@ TEST_CASE("init helpers fill in place, keep aliases, and draw the requested dist
   Generator gen(12);
   nn::Linear lin(128, 256, true, &gen);
   Tensor alias = lin.weight;
-  nn::init::normal_(lin.weight, 0.02, gen);
+  nn::init::normal_(lin.weight, 0.0, 0.02, gen);
   auto w = alias.to_vector<double>();  // the alias sees the new values
   REQUIRE(std::abs(mean_of(w)) < 0.001);  // 32768 draws: sd of the mean is 1.1e-4
   REQUIRE(std_of(w) == Approx(0.02).epsilon(0.02));
-  nn::init::normal_(lin.weight, 0.5, gen, 3.0);
+  nn::init::normal_(lin.weight, 3.0, 0.5, gen);  // torch's order: mean, then std
   REQUIRE(mean_of(alias.to_vector<double>()) == Approx(3.0).epsilon(0.01));
+  REQUIRE(std_of(alias.to_vector<double>()) == Approx(0.5).epsilon(0.02));
 
   nn::init::uniform_(lin.bias, -0.25, 0.75, gen);
   for (double v : lin.bias.to_vector<double>()) REQUIRE((v >= -0.25 && v < 0.75));
@@ -519,7 +520,7 @@ TEST_CASE("init helpers fill in place, keep aliases, and draw the requested dist
   REQUIRE(lin.bias.grad_fn() == nullptr);  // outside autograd: still a leaf
 
   Tensor d = Tensor::zeros({1000}, DType::f64);
-  nn::init::normal_(d, 1.0, gen);
+  nn::init::normal_(d, 0.0, 1.0, gen);
   REQUIRE(d.dtype() == DType::f64);
   REQUIRE(std_of(d.to_vector<double>()) == Approx(1.0).epsilon(0.1));
 }
