@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/autograd.h"
+#include "core/ops.h"
 #include "core/random.h"
 
 namespace heed {
@@ -292,9 +293,38 @@ void Tensor::set_(const Tensor& src) {
   dst.grad.reset();
 }
 
+void Tensor::check_in_place_write(const char* op, bool shared_elements_ok) const {
+  // A leaf's write is as if it had held the new values from the start (a graph that saved the old
+  // ones refuses its backward through version()); an op's output feeds the ops after it the new
+  // values while its own backward still passes gradients back as if unwritten.
+  HEED_CHECK(!(grad_fn() && grad_mode_enabled()), op, ": this tensor is the output of '", grad_fn()->name(),
+             "' in a graph being recorded; heed's in-place writes are outside autograd, so the gradient would ",
+             "miss this write: use the out-of-place op (y = y * 3.0 for y.mul_(3.0)), or write under a NoGradGuard");
+  if (shared_elements_ok) return;
+  for (int64_t d = 0; d < dim(); ++d)
+    HEED_CHECK(strides()[d] != 0 || shape()[d] <= 1, op, ": more than one element of this tensor of shape ",
+               to_string(shape()), " is one memory location (an expanded view, stride 0 on dim ", d,
+               "): clone() it before writing, as torch asks");
+}
+
+Tensor& Tensor::operator=(const Tensor& src) && {
+  copy_(src);
+  return *this;
+}
+
+Tensor& Tensor::operator=(double value) && {
+  fill_(value);
+  return *this;
+}
+
 void Tensor::copy_(const Tensor& src) {
-  HEED_CHECK(src.shape() == shape(), "copy_: source shape ", to_string(src.shape()),
-             " differs from destination ", to_string(shape()));
+  check_in_place_write("copy_");
+  if (src.shape() != shape()) {
+    HEED_CHECK(broadcast_shapes(shape(), src.shape(), "copy_") == shape(), "copy_: source shape ",
+               to_string(src.shape()), " does not broadcast to the destination's ", to_string(shape()));
+    NoGradGuard no_grad;
+    return copy_(heed::expand(src, shape()));
+  }
   increment_version();
   visit_any_dtype(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
@@ -316,6 +346,7 @@ void Tensor::copy_(const Tensor& src) {
 }
 
 void Tensor::fill_(double value) {
+  check_in_place_write("fill_", /*shared_elements_ok=*/true);
   increment_version();
   visit_any_dtype(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());

@@ -92,6 +92,18 @@ class Tensor {
   /// A tensor literal: Tensor({{1.0, 2.0}, {3.0, 4.0}}) is float32 (2, 2), Tensor({1, 2}) int64,
   /// Tensor({true, false}) bool (see TensorLiteral).
   Tensor(std::initializer_list<TensorLiteral> items);
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  ~Tensor() = default;
+  /// Assigning to a named Tensor rebinds the name (it then shares other's tensor), as in Python.
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
+  /// Assigning to a temporary writes into it, as in libtorch and as Python's `x[0] = v`:
+  /// `x[0] = v`, `slice(x, 1, 0, 2) = v`, `x.select(1, 0) = 0.0` are copy_(v) (v broadcast to the
+  /// view's shape) or fill_(0.0) on a view of x, so they change x. (Before 2026-11-30 they rebound
+  /// a temporary handle and changed nothing.)
+  Tensor& operator=(const Tensor& src) &&;
+  Tensor& operator=(double value) &&;
 
   // ---- factories (contiguous) ----
   static Tensor empty(const Shape& shape, DType dtype = DType::f32);  ///< uninitialised
@@ -223,12 +235,22 @@ class Tensor {
   Tensor contiguous() const;  ///< *this if already contiguous, else a differentiable copy
   Tensor clone() const;       ///< a differentiable contiguous copy
   Tensor to(DType dtype) const;  ///< differentiable dtype conversion (identity if equal)
-  /// Copies values from `src` (same shape, any dtype/strides) into this tensor, outside autograd
-  /// (counted by version()).
+  // In-place writes are outside autograd: no op is recorded for them. Each counts in version(),
+  // so a graph that saved this tensor's values refuses its backward. And each refuses, in one
+  // line, a write whose gradient would silently be wrong or whose result is undefined:
+  //   - to an op's output while grad mode is on (an activation of the graph being recorded, or a
+  //     view of one, such as `x[0]` of a parameter x): torch records such a write; heed does not,
+  //     and the ops after it would see the new values while the gradient flowed back as if there
+  //     had been none. Use the out-of-place op (`y = y * 3.0`) or write under a NoGradGuard. A
+  //     leaf (a parameter) may be written: that is as if it had held the new values from the
+  //     start (torch refuses a leaf that requires grad outside no_grad; heed is laxer there);
+  //   - copy_ and the arithmetic, to an expanded view (a stride 0 over more than one element),
+  //     where elements share one memory location, as torch refuses them; fill_ and zero_ may.
+  /// Copies values from `src` (any dtype and strides, broadcast to this tensor's shape, as torch's
+  /// copy_) into this tensor.
   void copy_(const Tensor& src);
-  void fill_(double value);  ///< sets every element, outside autograd (counted by version())
-  /// In-place arithmetic, outside autograd like copy_ (each counted by version(), so a graph that
-  /// saved this tensor refuses its backward): torch's `with torch.no_grad(): p.sub_(g, alpha=lr)`.
+  void fill_(double value);  ///< sets every element
+  /// In-place arithmetic: torch's `with torch.no_grad(): p.sub_(g, alpha=lr)`.
   /// `other` broadcasts to this tensor's shape (never the other way round) and has its dtype.
   /// Each returns *this. The values are those of the out-of-place ops (add, mul, ...).
   Tensor& add_(const Tensor& other, double alpha = 1.0);  ///< this + alpha * other
@@ -244,6 +266,11 @@ class Tensor {
   /// storage with src's shape, strides and offset, without copying (torch.Tensor.set_(source));
   /// drops its gradient. For loading and converting parameters; outside autograd.
   void set_(const Tensor& src);
+
+  /// Throws heed::Error naming `op` where an in-place write to this tensor is refused (above);
+  /// `shared_elements_ok`: fill_'s and zero_'s case, which may write an expanded view. For a
+  /// user's own in-place method.
+  void check_in_place_write(const char* op, bool shared_elements_ok = false) const;
 
   TensorImpl& impl() const {
     HEED_CHECK(impl_ != nullptr, "use of an undefined Tensor");

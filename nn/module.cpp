@@ -3,6 +3,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autograd.h"
+
 namespace heed::nn {
 
 void Module::check_name(const std::string& name) const {
@@ -113,6 +115,7 @@ Module::LoadResult Module::load_state_dict(const NamedTensors& dict, bool strict
     list("unexpected keys:", result.unexpected_keys);
   }
   HEED_CHECK(problems.empty(), "load_state_dict: ", problems);
+  NoGradGuard no_grad;  // parameters require grad; the copy is outside autograd, as torch's
   for (auto& [n, t] : mine) {
     auto it = given.find(n);
     if (it != given.end()) t.copy_(*it->second);

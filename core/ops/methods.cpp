@@ -48,13 +48,14 @@ Tensor Tensor::triu(int64_t k) const { return heed::triu(*this, k); }
 Tensor Tensor::gather(int64_t axis, const Tensor& index) const { return heed::gather(*this, axis, index); }
 
 // ---- in-place arithmetic: the out-of-place op's values, written back with copy_ (which counts
-// the write in version()), outside autograd.
+// the write in version()), outside autograd (Tensor::check_in_place_write says what is refused).
 
 namespace {
 // Writes `value` (computed from *this and `other`) into `t`, once `other` is known to broadcast
 // to t's shape: `op` names the method in the error.
 template <class Value>
 Tensor& assign_result(Tensor& t, const Tensor& other, const char* op, const Value& value) {
+  t.check_in_place_write(op);  // before the NoGradGuard below, which copy_'s own check would see
   if (other.defined()) {
     HEED_CHECK(other.dtype() == t.dtype(), op, ": a ", dtype_name(other.dtype()), " operand for a ",
                dtype_name(t.dtype()), " tensor");
@@ -80,6 +81,7 @@ Tensor& Tensor::mul_(double s) { return assign_result(*this, Tensor(), "mul_", [
 Tensor& Tensor::div_(const Tensor& other) { return assign_result(*this, other, "div_", [&] { return heed::div(*this, other); }); }
 Tensor& Tensor::div_(double s) { return assign_result(*this, Tensor(), "div_", [&] { return heed::div(*this, s); }); }
 Tensor& Tensor::zero_() {
+  check_in_place_write("zero_", /*shared_elements_ok=*/true);
   fill_(0.0);
   return *this;
 }

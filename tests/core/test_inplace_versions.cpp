@@ -3,6 +3,8 @@
 // still run. Each case modifies one tensor between the forward and the backward.
 #include <functional>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "nn/kv_cache.h"
 #include "optim/adam.h"
@@ -20,12 +22,15 @@ TEST_CASE("in-place writes count in version(), shared by views and detach, not b
   REQUIRE(a.version() == v0 + 1);
   a.copy_(randn64({2, 3}, 2));
   REQUIRE(a.version() == v0 + 2);
-  Tensor row = select(a, 0, 1);  // a view
-  row.fill_(0.0);
+  Tensor row = select(a, 0, 1);  // a view: of a leaf that requires grad, so an op's output
+  {
+    NoGradGuard no_grad;  // a write to an op's output in grad mode is refused (test below)
+    row.fill_(0.0);
+  }
   REQUIRE(a.version() == v0 + 3);
   REQUIRE(row.version() == a.version());
   REQUIRE(a.detach().version() == a.version());
-  Tensor c = a.clone();
+  Tensor c = a.detach().clone();  // not an op's output: writable in grad mode
   const uint64_t vc = c.version();
   c.fill_(2.0);
   REQUIRE(a.version() == v0 + 3);
@@ -219,7 +224,10 @@ TEST_CASE("the refusal names which tensor changed", "[autograd][version]") {
   REQUIRE_THROWS_WITH(loss.backward(), Contains("one of its inputs (float64 [2, 3])") && Contains("version 1, saved at 0"));
   Tensor y = exp(leaf({4}, 3));
   Tensor loss2 = sum(mul(y, 2.0));
-  y.fill_(1.0);
+  {
+    NoGradGuard no_grad;
+    y.fill_(1.0);
+  }
   REQUIRE_THROWS_WITH(loss2.backward(), Contains("backward of 'exp': its output (float64 [4])"));
   Tensor cond = Tensor::from_vector(std::vector<int32_t>{1, 0}, {2}).to(DType::boolean);
   Tensor loss3 = sum(where(cond, leaf({2}, 4), leaf({2}, 5)));
@@ -285,7 +293,10 @@ TEST_CASE("a refused backward changes nothing: no gradient written, no grad-read
   Tensor a = leaf({3}, 1), b = leaf({3}, 2);
   Tensor e = exp(b);
   Tensor loss = sum(mul(e, 2.0)) + sum(add(a, 1.0));
-  e.fill_(0.0);
+  {
+    NoGradGuard no_grad;
+    e.fill_(0.0);
+  }
   int calls = 0;
   GradReadyHook previous = set_grad_ready_hook([&](const Tensor&) { ++calls; });
   CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'exp'"));
@@ -300,7 +311,10 @@ TEST_CASE("div keeps its output only for the divisor's gradient, as torch keeps 
   const Tensor b = Tensor::from_vector(std::vector<double>{2, 4, 8}, {3});
   Tensor y = div(a, b);
   Tensor loss = sum(mul(y, 1.0));
-  y.fill_(100.0);  // read by neither gradient here: a's is g / b
+  {
+    NoGradGuard no_grad;
+    y.fill_(100.0);  // read by neither gradient here: a's is g / b
+  }
   loss.backward();
   heed::test::require_values(a.grad(), {3}, {0.5, 0.25, 0.125}, 0);
 }
@@ -362,4 +376,91 @@ TEST_CASE("in-place arithmetic: torch's values and broadcasting, each write coun
     w.mul_(0.5);
   }
   CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'mul'") && Contains("modified in place"));
+}
+
+TEST_CASE("an in-place write to an op's output in grad mode is refused, not left out of the gradient",
+          "[autograd][version]") {
+  // torch records y.mul_(3) and gives x.grad = 2 * 36 x = [72, 144]; heed records no in-place
+  // write, and would have given [24, 48] without a word.
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 2}, {2}).requires_grad_();
+  Tensor y = mul(x, 2.0);
+  const uint64_t before = y.version();
+  const std::vector<std::pair<const char*, std::function<void()>>> writes = {
+      {"mul_", [&] { y.mul_(3.0); }},
+      {"add_", [&] { y.add_(Tensor::ones({2}, DType::f64)); }},
+      {"sub_", [&] { y.sub_(1.0); }},
+      {"div_", [&] { y.div_(2.0); }},
+      {"copy_", [&] { y.copy_(Tensor::zeros({2}, DType::f64)); }},
+      {"fill_", [&] { y.fill_(0.0); }},
+      {"zero_", [&] { y.zero_(); }},
+      {"copy_", [&] { y[0] = Tensor::scalar(5.0, DType::f64); }},  // a view of y: select's output
+      {"fill_", [&] { y[1] = 5.0; }},
+  };
+  for (const auto& [op, write] : writes) {
+    INFO(op);
+    REQUIRE_THROWS_WITH(write(), Contains(std::string(op) + ": this tensor is the output of '") &&
+                                     Contains("in a graph being recorded"));
+  }
+  REQUIRE(y.version() == before);  // nothing was written
+  heed::test::require_values(y, {2}, {2, 4}, 0);
+  // The out-of-place op the message suggests gives torch's gradient.
+  Tensor y3 = mul(y, 3.0);
+  sum(mul(y3, y3)).backward();
+  heed::test::require_values(x.grad(), {2}, {72, 144}, 0);
+  // A view of a parameter is an op's output too (torch: "a view of a leaf Variable that requires
+  // grad is being used in an in-place operation"); the parameter itself, and any write under a
+  // NoGradGuard, may be written.
+  Tensor p = Tensor::zeros({2, 3}, DType::f64).requires_grad_();
+  REQUIRE_THROWS_WITH(p[0] = 1.0, Contains("fill_: this tensor is the output of 'squeeze'"));
+  REQUIRE_NOTHROW(p.fill_(1.0));
+  {
+    NoGradGuard no_grad;
+    p[0] = 2.0;
+    y.mul_(3.0);
+  }
+  heed::test::require_values(p, {2, 3}, {2, 2, 2, 1, 1, 1}, 0);
+  heed::test::require_values(y, {2}, {6, 12}, 0);
+}
+
+TEST_CASE("a write to an expanded view is refused where elements share memory, as torch's", "[autograd][version]") {
+  Tensor v = Tensor::from_vector(std::vector<double>{1, 2}, {2, 1});
+  Tensor e = expand(v, {2, 3});  // stride 0 on dim 1
+  REQUIRE_THROWS_WITH(e.add_(1.0), Contains("add_: more than one element of this tensor of shape [2, 3] is one memory location") &&
+                                       Contains("stride 0 on dim 1"));
+  REQUIRE_THROWS_WITH(e.copy_(Tensor::zeros({2, 3}, DType::f64)), Contains("copy_: more than one element"));
+  REQUIRE_THROWS_WITH(e.mul_(Tensor::ones({2, 3}, DType::f64)), Contains("mul_: more than one element"));
+  heed::test::require_values(v, {2, 1}, {1, 2}, 0);
+  // Every element gets the same value: torch allows fill_ and zero_ here, and so does heed.
+  e.fill_(7.0);
+  heed::test::require_values(v, {2, 1}, {7, 7}, 0);
+  e.zero_();
+  heed::test::require_values(v, {2, 1}, {0, 0}, 0);
+  // A size-1 dim's stride is never read: such a view is writable.
+  Tensor one = expand(Tensor::from_vector(std::vector<double>{3}, {1, 1}), {1, 1});
+  REQUIRE_NOTHROW(one.add_(1.0));
+}
+
+TEST_CASE("assigning to an indexed view writes into the tensor, as libtorch and Python's x[0] = v",
+          "[autograd][version]") {
+  static_assert(!std::is_assignable_v<Tensor&, double>, "a named Tensor is rebound, never filled");
+  static_assert(std::is_assignable_v<Tensor&&, double>);
+  Tensor x = Tensor::ones({2, 3}, DType::f64);
+  const uint64_t v0 = x.version();
+  x[0] = Tensor::zeros({3}, DType::f64);
+  heed::test::require_values(x, {2, 3}, {0, 0, 0, 1, 1, 1}, 0);
+  x[1] = Tensor::from_vector(std::vector<double>{5}, {1});  // broadcast, as torch's copy_
+  heed::test::require_values(x, {2, 3}, {0, 0, 0, 5, 5, 5}, 0);
+  slice(x, 1, 0, 2) = 7.0;
+  heed::test::require_values(x, {2, 3}, {7, 7, 0, 7, 7, 5}, 0);
+  x.select(1, 2) = Tensor::from_vector(std::vector<float>{8, 9}, {2});  // another dtype: cast, as torch
+  heed::test::require_values(x, {2, 3}, {7, 7, 8, 7, 7, 9}, 0);
+  x[0][1] = -1.0;
+  heed::test::require_values(x, {2, 3}, {7, -1, 8, 7, 7, 9}, 0);
+  REQUIRE(x.version() == v0 + 5);  // each counted, so a graph that saved x refuses its backward
+  REQUIRE_THROWS_WITH(x[0] = Tensor::zeros({2}, DType::f64), Contains("copy_"));  // does not broadcast
+  // A named handle is rebound, never written through: Python's `r = x[0]; r = zeros(3)`.
+  Tensor r = x[0];
+  r = Tensor::zeros({3}, DType::f64);
+  heed::test::require_values(x, {2, 3}, {7, -1, 8, 7, 7, 9}, 0);
+  REQUIRE(x.version() == v0 + 5);
 }

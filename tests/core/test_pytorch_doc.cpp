@@ -32,7 +32,11 @@ TEST_CASE("pytorch.md: functional ops: SwiGLU, mse_loss, std, chunk, and an in-p
   auto halves = chunk(x, 2, 1);                     // two (4, 4) views
   Tensor y = x.requires_grad_().sigmoid();
   Tensor total = (y * 3.0).sum();
-  y.fill_(0.0);                                     // sigmoid's backward reads y
+  CHECK_THROWS(y.mul_(2.0));                        // an op's output in grad mode: torch records it, heed refuses
+  {
+    NoGradGuard no_grad;
+    y.fill_(0.0);                                   // allowed here, but sigmoid's backward reads y:
+  }
   CHECK(loss.item() > 0);
   CHECK(spread.shape() == Shape{4});
   CHECK(halves[1].shape() == Shape{4, 4});
