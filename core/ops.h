@@ -68,8 +68,10 @@ inline Tensor operator/(const Tensor& a, double s) { return div(a, s); }
 inline Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
 
 // ---------------------------------------------------------------- reductions (core/ops/reduce.cpp)
-Tensor sum(const Tensor& a);                                        ///< all elements -> shape []
-Tensor sum(const Tensor& a, int64_t axis, bool keepdim = false);
+/// The sum of all elements -> shape []. Of an int32, int64 or bool tensor: exact, in int64 (as
+/// torch: `(pred == target).sum()` counts), wrapping on overflow, with no gradient.
+Tensor sum(const Tensor& a);
+Tensor sum(const Tensor& a, int64_t axis, bool keepdim = false);  ///< along one axis; dtypes as above
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t axis, bool keepdim = false);
 /// Max over an axis; the gradient goes to the first maximal element of each slice.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -348,14 +349,39 @@ Tensor sum_or_mean_all(const Tensor& a, bool is_mean) {
   });
 }
 
+// torch sums an integer or bool tensor exactly, into int64 (the accuracy idiom
+// `(pred == y).sum()`), wrapping on overflow as torch's does (in uint64_t here, where wrapping is
+// defined). No gradient: an integer tensor never requires one. Over the whole tensor when
+// `axis` is empty.
+Tensor integer_sum(const Tensor& a, std::optional<int64_t> axis, bool keepdim) {
+  const AxisView v = axis ? axis_view(a, *axis, keepdim, "sum") : AxisView{1, a.numel(), 1, {}};
+  const Tensor x = contiguous_data(a);
+  Tensor out = Tensor::empty(v.out_shape, DType::i64);
+  int64_t* o = out.data<int64_t>();
+  visit_any_dtype(a.dtype(), [&]<class T>() {
+    const T* in = x.data<T>();
+    for (int64_t b = 0; b < v.outer; ++b)
+      for (int64_t i = 0; i < v.inner; ++i) {
+        uint64_t total = 0;
+        for (int64_t k = 0; k < v.n; ++k) total += static_cast<uint64_t>(in[(b * v.n + k) * v.inner + i]);
+        o[b * v.inner + i] = static_cast<int64_t>(total);
+      }
+  });
+  return out;
+}
+
+bool is_integer_or_bool(DType d) { return d == DType::i32 || d == DType::i64 || d == DType::boolean; }
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
 // The ops
 
-Tensor sum(const Tensor& a) { return sum_or_mean_all(a, false); }
+Tensor sum(const Tensor& a) { return is_integer_or_bool(a.dtype()) ? integer_sum(a, std::nullopt, false) : sum_or_mean_all(a, false); }
 Tensor mean(const Tensor& a) { return sum_or_mean_all(a, true); }
-Tensor sum(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a, axis, keepdim, false); }
+Tensor sum(const Tensor& a, int64_t axis, bool keepdim) {
+  return is_integer_or_bool(a.dtype()) ? integer_sum(a, axis, keepdim) : sum_or_mean(a, axis, keepdim, false);
+}
 Tensor mean(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a, axis, keepdim, true); }
 
 // var and std are composed of differentiable ops (two passes: the deviations from the mean, then

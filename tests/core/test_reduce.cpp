@@ -419,3 +419,29 @@ TEST_CASE("var and std match torch, with gradchecks over every axis and on views
     require_gradcheck([](const std::vector<Tensor>& in) { return var(in[0], 2) * mean(in[0], 2); }, {x});
   }
 }
+
+TEST_CASE("sum of an int32, int64 or bool tensor is exact, in int64, as torch's", "[reduce]") {
+  // The accuracy idiom: (pred == target).sum() counts.
+  const Tensor pred = Tensor({1, 2, 0, 2, 1}), target = Tensor({1, 0, 0, 2, 2});
+  const Tensor hits = (pred == target).sum();
+  REQUIRE(hits.dtype() == DType::i64);
+  REQUIRE(hits.shape() == Shape{});
+  REQUIRE(hits.to_vector<int64_t>() == std::vector<int64_t>{3});
+  // Along an axis, kept or not, through a transposed view; int32 and negative values.
+  const Tensor m = Tensor::from_vector(std::vector<int32_t>{1, -2, 3, 4, 5, -6}, {2, 3});
+  REQUIRE(sum(m, 0).to_vector<int64_t>() == std::vector<int64_t>{5, 3, -3});
+  REQUIRE(sum(m, 1, true).shape() == Shape{2, 1});
+  REQUIRE(sum(m, -1, true).to_vector<int64_t>() == std::vector<int64_t>{2, 3});
+  REQUIRE(sum(transpose(m, 0, 1), 1).to_vector<int64_t>() == std::vector<int64_t>{5, 3, -3});
+  REQUIRE(m.sum().to_vector<int64_t>() == std::vector<int64_t>{5});
+  // Exact past 2^53, where a double would round: 2^53 + 1 + 2^53 + 1.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  REQUIRE(sum(Tensor::from_vector(std::vector<int64_t>{big, big}, {2})).to_vector<int64_t>() ==
+          std::vector<int64_t>{2 * big});
+  // Bool along an axis: a count per row; an empty axis sums to 0.
+  const Tensor flags = Tensor({true, false, true, true, true, false}).reshape({2, 3});
+  REQUIRE(sum(flags, 1).to_vector<int64_t>() == std::vector<int64_t>{2, 2});
+  REQUIRE(sum(Tensor::zeros({0, 2}, DType::i32), 0).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
+  // mean stays float-only, as torch's ("Input dtype must be either a floating point ... dtype").
+  REQUIRE_THROWS(mean(m));
+}
