@@ -410,19 +410,49 @@ Tensor Tensor::to(DType d) const {
   return record("to", out, {*this}, [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
 
-// One element as PyTorch prints it: 4 decimals for floats ("2." when every value is whole),
-// True / False for bools.
-static std::string element_text(double v, bool whole) {
-  char buf[48];
-  if (std::isnan(v)) return "nan";  // whatever its sign bit, as torch prints it
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (whole) std::snprintf(buf, sizeof buf, "%.0f.", v);
-  else std::snprintf(buf, sizeof buf, "%.4f", v);
-  return buf;
+// How torch 1.13 prints a tensor's floats (_Formatter in torch/_tensor_str.py), decided from its
+// nonzero finite values: whole ("2.") when every one is an integer, else 4 decimals; scientific
+// ("1.0000e-05") when the largest magnitude is over 1000 times the smallest or over 1e8, or (not
+// whole) the smallest is under 1e-4. Zeros, nan and inf take the notation of the others.
+namespace {
+struct FloatFormat {
+  bool whole = true, sci = false;
+  explicit FloatFormat(const std::vector<double>& nonzero_finite) {
+    if (nonzero_finite.empty()) return;
+    double lo = std::abs(nonzero_finite[0]), hi = lo;
+    for (double x : nonzero_finite) {
+      lo = std::min(lo, std::abs(x)), hi = std::max(hi, std::abs(x));
+      whole = whole && x == std::floor(x);
+    }
+    sci = hi / lo > 1000.0 || hi > 1.0e8 || (!whole && lo < 1.0e-4);
+  }
+  std::string text(double v) const {
+    char buf[48];
+    if (std::isnan(v)) return "nan";  // whatever its sign bit, as torch prints it
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    if (sci) std::snprintf(buf, sizeof buf, "%.4e", v);
+    else if (whole) std::snprintf(buf, sizeof buf, "%.0f.", v);
+    else std::snprintf(buf, sizeof buf, "%.4f", v);
+    return buf;
+  }
+};
+}  // namespace
+
+// Calls f(i) for the row-major index of every element printed: past 1000 elements (`summarize`),
+// only the first and last three entries of each axis longer than six.
+template <class F>
+static void for_each_printed(const Shape& shape, size_t d, int64_t start, bool summarize, F&& f) {
+  if (d == shape.size()) return f(start);
+  const int64_t n = shape[d], inner = numel_of(Shape(shape.begin() + d + 1, shape.end()));
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarize && n > 6 && i == 3) i = n - 3;
+    for_each_printed(shape, d + 1, start + i * inner, summarize, f);
+  }
 }
 
 // The nested brackets of axis `d` from element `start`, each element right-aligned to `width`;
-// past 1000 elements (`summarize`) only the first and last three entries of each axis.
+// "..." for the entries for_each_printed skips. As torch, the innermost rows wrap to stay within
+// 80 columns (the ellipsis counting as an element), the next line indented under the first.
 static void print_nested(std::ostream& os, const std::vector<std::string>& text, const Shape& shape, size_t d,
                          int64_t start, size_t width, bool summarize) {
   if (d == shape.size()) {
@@ -430,43 +460,68 @@ static void print_nested(std::ostream& os, const std::vector<std::string>& text,
     return;
   }
   const int64_t n = shape[d], inner = numel_of(Shape(shape.begin() + d + 1, shape.end()));
+  const size_t indent = 7 + d;  // "tensor(" and one per enclosing bracket
   const bool last_axis = d + 1 == shape.size();
+  const int64_t per_line = last_axis ? std::max<int64_t>(1, (80 - static_cast<int64_t>(indent)) /
+                                                                   static_cast<int64_t>(width + 2))
+                                     : n + 1;
+  const std::string wrap = ",\n" + std::string(indent + 1, ' ');
   std::string sep = ",";
   if (last_axis) sep += ' ';
-  else sep.append(shape.size() - d - 1, '\n').append(8 + d, ' ');
+  else sep.append(shape.size() - d - 1, '\n').append(indent + 1, ' ');
   os << '[';
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t item = 0;  // on the innermost axis, the ellipsis is an item as an element is
+  for (int64_t i = 0; i < n; ++i, ++item) {
+    if (item > 0) os << (item % per_line == 0 ? wrap : sep);
     if (summarize && n > 6 && i == 3) {
-      os << "..." << sep;
+      os << (last_axis ? " ..." : "...");
       i = n - 3;
+      ++item;
+      os << (item % per_line == 0 ? wrap : sep);
     }
     print_nested(os, text, shape, d + 1, start + i * inner, width, summarize);
-    if (i + 1 < n) os << sep;
   }
   os << ']';
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
-  std::vector<std::string> text;
-  size_t width = 0;  // as torch's formatter: the widest finite value's (nan and inf are not padded to)
-  if (is_floating(t.dtype())) {
-    const std::vector<double> v = t.to_vector<double>();
-    bool whole = true;
-    for (double x : v) whole = whole && (!std::isfinite(x) || x == std::floor(x));  // torch: nan, inf aside
-    for (double x : v) {
-      text.push_back(element_text(x, whole));
-      if (std::isfinite(x)) width = std::max(width, text.back().size());
-    }
-  } else {  // integers read as int64, exact past 2^53
-    for (int64_t x : t.to_vector<int64_t>())
-      text.push_back(t.dtype() == DType::boolean ? (x != 0 ? "True" : "False") : std::to_string(x));
-    for (const std::string& s : text) width = std::max(width, s.size());
-  }
   os << "tensor(";
-  print_nested(os, text, t.shape(), 0, 0, width, t.numel() > 1000);
-  if (t.dtype() != DType::f32 && t.dtype() != DType::i64 && t.dtype() != DType::boolean)
-    os << ", dtype=" << dtype_name(t.dtype());
+  if (t.numel() == 0) {
+    // torch: the shape unless it is (0,), and the dtype unless float32 (no element shows it)
+    os << "[]";
+    if (t.dim() != 1) {
+      os << ", size=(";
+      for (int64_t i = 0; i < t.dim(); ++i) os << (i ? ", " : "") << t.shape()[i];
+      os << ')';
+    }
+    if (t.dtype() != DType::f32) os << ", dtype=" << dtype_name(t.dtype());
+  } else {
+    // As torch, the notation and the width come from the printed elements only, and the width from
+    // their nonzero finite values only (nan, inf and a wider "-0.0000" are not padded to).
+    const bool summarize = t.numel() > 1000;
+    std::vector<std::string> text(static_cast<size_t>(t.numel()));
+    size_t width = 1;
+    if (is_floating(t.dtype())) {
+      const std::vector<double> v = t.to_vector<double>();
+      std::vector<double> nonzero_finite;
+      for_each_printed(t.shape(), 0, 0, summarize, [&](int64_t i) {
+        if (std::isfinite(v[i]) && v[i] != 0) nonzero_finite.push_back(v[i]);
+      });
+      const FloatFormat format(nonzero_finite);
+      for (double x : nonzero_finite) width = std::max(width, format.text(x).size());
+      for_each_printed(t.shape(), 0, 0, summarize, [&](int64_t i) { text[i] = format.text(v[i]); });
+    } else {  // integers read as int64, exact past 2^53
+      const std::vector<int64_t> v = t.to_vector<int64_t>();
+      for_each_printed(t.shape(), 0, 0, summarize, [&](int64_t i) {
+        text[i] = t.dtype() == DType::boolean ? (v[i] != 0 ? "True" : "False") : std::to_string(v[i]);
+        width = std::max(width, text[i].size());
+      });
+    }
+    print_nested(os, text, t.shape(), 0, 0, width, summarize);
+    if (t.dtype() != DType::f32 && t.dtype() != DType::i64 && t.dtype() != DType::boolean)
+      os << ", dtype=" << dtype_name(t.dtype());
+  }
   if (t.requires_grad()) os << ", requires_grad=True";
   return os << ')';
 }

@@ -286,8 +286,12 @@ class Tensor {
 /// A view of `base`'s storage with the given geometry (no autograd; used by view ops).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
-/// Prints nested like PyTorch: `tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])`, the
-/// dtype named unless float32, rows elided past 1000 elements.
+/// Prints as PyTorch 1.13's print(x): nested, `tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])`.
+/// Floats take 4 decimals, `2.` when every one is whole, and scientific notation (`1.0000e-05`) when
+/// the nonzero finite magnitudes span over 1000x, exceed 1e8, or (not all whole) go under 1e-4; all
+/// are padded to one width. Rows wrap at 80 columns; past 1000 elements each axis shows its first
+/// and last 3 entries. An empty tensor prints `tensor([], size=(0, 3))`. The dtype is named unless
+/// float32, int64 or bool (unless empty), as `dtype=float64` where torch writes `dtype=torch.float64`.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace heed

@@ -62,6 +62,81 @@ TEST_CASE("dtypes: tensors print nested as PyTorch", "[index]") {
           "        [[12., 13., 14., 15.],\n         [16., 17., 18., 19.],\n         [20., 21., 22., 23.]]])");
 }
 
+// torch 1.13's float notation (_Formatter in torch/_tensor_str.py): scientific when the nonzero
+// finite magnitudes span over 1000x, pass 1e8, or (not all whole) go under 1e-4; every element padded
+// to the widest nonzero finite one. Each string is print(x) pasted from
+// /usr/bin/python3 -c "import torch; print(repr(str(torch.tensor([1e-5, 2e-5]))))" and so on; heed
+// names a dtype without torch's "torch." (dtype=float64).
+TEST_CASE("printing: scientific notation, widths, nan and empty tensors as torch", "[index]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  auto f32 = [](std::vector<double> v, Shape shape) { return Tensor::from_vector(v, shape).to(DType::f32); };
+  CHECK(printed(Tensor({1e-5, 2e-5})) == "tensor([1.0000e-05, 2.0000e-05])");
+  CHECK(printed(Tensor({1e-5, 1.0, 1000.0})) == "tensor([1.0000e-05, 1.0000e+00, 1.0000e+03])");
+  // torch.tensor([[1e-5, -2.5], [3e3, 0.]]): a zero in scientific notation, signs padded
+  CHECK(printed(Tensor({{1e-5, -2.5}, {3e3, 0.0}})) ==
+        "tensor([[ 1.0000e-05, -2.5000e+00],\n        [ 3.0000e+03,  0.0000e+00]])");
+  CHECK(printed(Tensor({-1.5, 0.25, -0.125})) == "tensor([-1.5000,  0.2500, -0.1250])");
+  // The 1000x ratio is strict: [0.5, 500.] stays fixed, [0.5, 500.5] does not.
+  CHECK(printed(Tensor({0.5, 500.0})) == "tensor([  0.5000, 500.0000])");
+  CHECK(printed(Tensor({0.5, 500.5})) == "tensor([5.0000e-01, 5.0050e+02])");
+  // float32 1e-4 is 9.99999974738e-05, under 1e-4
+  CHECK(printed(Tensor({1e-4, 0.01})) == "tensor([1.0000e-04, 1.0000e-02])");
+  // Whole values: scientific past a 1000x ratio or 1e8, never for small ones alone.
+  CHECK(printed(Tensor({1.0, 2000.0})) == "tensor([1.0000e+00, 2.0000e+03])");
+  CHECK(printed(Tensor({-1e9, 0.0})) == "tensor([-1.0000e+09,  0.0000e+00])");
+  CHECK(printed(Tensor({-1.0, 0.0, 12.0})) == "tensor([-1.,  0., 12.])");
+  CHECK(printed(Tensor({1.0, -0.0})) == "tensor([1., -0.])");
+  // nan and inf take the others' width; a lone "-0.0000" is wider and pads nothing.
+  CHECK(printed(f32({1e-5, nan, inf, -inf}, {4})) == "tensor([1.0000e-05,        nan,        inf,       -inf])");
+  CHECK(printed(f32({0.5, nan, -inf}, {3})) == "tensor([0.5000,    nan,   -inf])");
+  CHECK(printed(f32({nan, -inf}, {2})) == "tensor([nan, -inf])");
+  CHECK(printed(Tensor({-0.0, 1.5})) == "tensor([-0.0000, 1.5000])");
+  CHECK(printed(Tensor({0.0, 0.0})) == "tensor([0., 0.])");
+  // float64, a scalar, requires_grad
+  CHECK(printed(Tensor::from_vector(std::vector<double>{1e-5, 123.456}, {2})) ==
+        "tensor([1.0000e-05, 1.2346e+02], dtype=float64)");  // torch: dtype=torch.float64
+  CHECK(printed(Tensor::from_vector(std::vector<double>{1e-300, 1.0}, {2})) ==
+        "tensor([1.0000e-300,  1.0000e+00], dtype=float64)");
+  CHECK(printed(Tensor::scalar(1e-5)) == "tensor(1.0000e-05)");
+  CHECK(printed(Tensor({1e-5, 1.0}).requires_grad_()) == "tensor([1.0000e-05, 1.0000e+00], requires_grad=True)");
+  // Empty: the size unless (0,), the dtype unless float32.
+  CHECK(printed(Tensor::zeros({0, 3})) == "tensor([], size=(0, 3))");
+  CHECK(printed(Tensor::zeros({2, 0, 3})) == "tensor([], size=(2, 0, 3))");
+  CHECK(printed(Tensor::zeros({0})) == "tensor([])");
+  CHECK(printed(Tensor::zeros({0, 3}, DType::i64)) == "tensor([], size=(0, 3), dtype=int64)");
+  CHECK(printed(Tensor::zeros({0}, DType::boolean)) == "tensor([], dtype=bool)");
+}
+
+// torch wraps each innermost row at 80 columns, and past 1000 elements shows three entries at
+// each end of an axis, deciding the notation and width from those alone.
+TEST_CASE("printing: rows wrap at 80 columns and summaries format what they show, as torch", "[index]") {
+  // torch.arange(10.) * 1e-5
+  CHECK(printed(mul(Tensor::arange(10, DType::f32), 1e-5)) ==
+        "tensor([0.0000e+00, 1.0000e-05, 2.0000e-05, 3.0000e-05, 4.0000e-05, 5.0000e-05,\n"
+        "        6.0000e-05, 7.0000e-05, 8.0000e-05, 9.0000e-05])");
+  // torch.arange(12.).reshape(2, 6) * 1e-5 - 3e-5
+  CHECK(printed(mul(Tensor::arange(12, DType::f32).reshape({2, 6}), 1e-5) - 3e-5) ==
+        "tensor([[-3.0000e-05, -2.0000e-05, -1.0000e-05,  0.0000e+00,  1.0000e-05,\n"
+        "          2.0000e-05],\n"
+        "        [ 3.0000e-05,  4.0000e-05,  5.0000e-05,  6.0000e-05,  7.0000e-05,\n"
+        "          8.0000e-05]])");
+  // torch.arange(1., 16.) / 4
+  CHECK(printed(div(Tensor::arange(1, 16).to(DType::f32), 4.0)) ==
+        "tensor([0.2500, 0.5000, 0.7500, 1.0000, 1.2500, 1.5000, 1.7500, 2.0000, 2.2500,\n"
+        "        2.5000, 2.7500, 3.0000, 3.2500, 3.5000, 3.7500])");
+  // torch.arange(2000.): the ellipsis counts as an element of the row
+  CHECK(printed(Tensor::arange(2000, DType::f32)) ==
+        "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
+        "        1.9990e+03])");
+  // torch.arange(2000).reshape(2, 1000)
+  CHECK(printed(Tensor::arange(2000).reshape({2, 1000})) ==
+        "tensor([[   0,    1,    2,  ...,  997,  998,  999],\n        [1000, 1001, 1002,  ..., 1997, 1998, 1999]])");
+  // x = torch.arange(1001.); x[500] = 1e-7: the hidden 1e-7 does not make it scientific
+  Tensor x = Tensor::arange(1001, DType::f32);
+  x[500].fill_(1e-7);
+  CHECK(printed(x) == "tensor([   0.,    1.,    2.,  ...,  998.,  999., 1000.])");
+}
+
 TEST_CASE("compare: comparisons and logical ops broadcast into bool tensors", "[index]") {
   const Tensor x = Tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}});
   const Tensor row = Tensor({2, 5, 3});  // int64 against float32: compared as values
