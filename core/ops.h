@@ -93,9 +93,14 @@ Tensor softmax(const Tensor& a, int64_t axis = -1);      ///< stable (max subtra
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);  ///< stable (log-sum-exp)
 
 // ---------------------------------------------------------------- shape (core/ops/shape.cpp)
-/// Same elements, new shape; one dim may be -1. A view when `a` is contiguous, else a copy.
+/// Same elements, new shape; one dim may be -1. A view whenever `view` can make one, else a copy
+/// (torch's reshape).
 Tensor reshape(const Tensor& a, Shape shape);
-/// Like reshape, but throws unless it can be a view (contiguous input), as torch's view.
+/// Same elements, new shape, as a view sharing `a`'s storage (torch's view): `a` need not be
+/// contiguous, only each group of its axes that the new shape merges or splits must be evenly
+/// strided within the group. The pieces of split(linear(x, w, b), C, 2) (nanoGPT's q, k, v) can be
+/// viewed as (B, T, H, C / H); a transposed matrix cannot be flattened. Throws, naming the shape and
+/// strides, when no view exists; reshape then copies.
 Tensor view(const Tensor& a, Shape shape);
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);  ///< a view
 Tensor permute(const Tensor& a, const std::vector<int64_t>& axes);  ///< a view

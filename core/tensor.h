@@ -2,7 +2,7 @@
 //
 // A Tensor is a cheap, copyable handle (a shared_ptr) to a TensorImpl: a view (shape, strides,
 // offset) onto a shared Storage, plus the autograd state (requires_grad, grad, grad_fn).
-// Copies share everything; views (transpose, permute, slice, reshape of contiguous data) share
+// Copies share everything; views (transpose, permute, slice, view, reshape where it can view) share
 // the storage. Element types: float32 for training, float64 for gradient checks, int32 / int64 /
 // bool for ids, indices and masks (no gradients).
 #pragma once

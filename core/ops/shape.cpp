@@ -1,8 +1,9 @@
-// Shape ops: views that re-describe the same storage (reshape of contiguous data, transpose,
-// permute, slice, expand, squeeze) and the copies that cannot be views (concat).
+// Shape ops: views that re-describe the same storage (view, and reshape wherever the strides
+// allow; transpose, permute, slice, expand, squeeze) and the copies that cannot be views (concat).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -32,18 +33,56 @@ static Shape infer_shape(Shape shape, int64_t numel, const char* op, const Shape
   return shape;
 }
 
+// The strides with which `shape` reads a view's elements in the same order, without a copy, or
+// nothing (torch's at::detail::computeStride). Walking from the last axis, the input's axes split
+// into runs whose strides chain (stride[i] == stride[i + 1] * size[i + 1]; size-1 axes join any run):
+// each run is evenly spaced, so the new shape can merge or split within it, but not across two.
+// A view exists when the new shape, read from its last axis, divides into groups of the same
+// element counts, each then strided from its run's innermost stride.
+static std::optional<Shape> view_strides(const Shape& from, const Shape& strides, const Shape& to) {
+  const int64_t n = static_cast<int64_t>(to.size());
+  if (from.empty()) return Shape(to.size(), 1);  // a scalar: every new axis has size 1
+  if (numel_of(from) == 0) {  // no element to read: torch keeps the strides, or takes contiguous ones
+    if (from == to) return strides;
+    Shape out(to.size());
+    for (int64_t d = n - 1, step = 1; d >= 0; step *= std::max<int64_t>(to[d], 1), --d) out[d] = step;
+    return out;
+  }
+  Shape out(to.size());
+  int64_t v = n - 1;                   // the next new axis to place
+  int64_t base = strides.back();       // the innermost stride of the current run
+  int64_t run = 1, placed = 1;         // elements in the run so far, and in the new axes given to it
+  for (int64_t d = static_cast<int64_t>(from.size()) - 1; d >= 0; --d) {
+    run *= from[d];
+    const bool run_ends = d == 0 || (from[d - 1] != 1 && strides[d - 1] != run * base);
+    if (!run_ends) continue;
+    while (v >= 0 && (placed < run || to[v] == 1)) {
+      out[v] = placed * base;
+      placed *= to[v--];
+    }
+    if (placed != run) return std::nullopt;
+    if (d > 0) base = strides[d - 1], run = 1, placed = 1;
+  }
+  if (v != -1) return std::nullopt;
+  return out;
+}
+
 Tensor view(const Tensor& a, Shape shape) {
   shape = infer_shape(std::move(shape), a.numel(), "view", a.shape());
-  HEED_CHECK(a.is_contiguous(), "view: input of shape ", to_string(a.shape()), " with strides ",
-             to_string(a.strides()), " is not contiguous; use reshape (which copies)");
-  Tensor out = make_view(a, shape, contiguous_strides(shape), a.offset());
+  const std::optional<Shape> strides = view_strides(a.shape(), a.strides(), shape);
+  HEED_CHECK(strides.has_value(), "view: input of shape ", to_string(a.shape()), " with strides ",
+             to_string(a.strides()), " cannot be viewed as ", to_string(shape),
+             ": it merges or splits axes that are not contiguous with each other; use reshape (which copies)");
+  Tensor out = make_view(a, shape, *strides, a.offset());
   return record("view", out, {a}, [from = a.shape()](const Tensor& g) {
-    return std::vector<Tensor>{view(g, from)};
+    return std::vector<Tensor>{view(g, from)};  // the engine hands every backward a contiguous g
   });
 }
 
 Tensor reshape(const Tensor& a, Shape shape) {
   shape = infer_shape(std::move(shape), a.numel(), "reshape", a.shape());  // errors name reshape
+  // A view whenever one exists, as torch's reshape; a copy only otherwise.
+  if (view_strides(a.shape(), a.strides(), shape)) return view(a, std::move(shape));
   return view(a.contiguous(), std::move(shape));
 }
 

@@ -464,3 +464,25 @@ TEST_CASE("assigning to an indexed view writes into the tensor, as libtorch and 
   heed::test::require_values(x, {2, 3}, {7, -1, 8, 7, 7, 9}, 0);
   REQUIRE(x.version() == v0 + 5);
 }
+
+// A view of a non-contiguous piece (nanoGPT's k = c_attn(x).split(C, 2)[1].view(B, T, nh, hs)) shares
+// the storage, so it shares the version: a change through the base, another piece, or the view
+// itself is seen by a backward that saved the view, as in torch.
+TEST_CASE("a view of a split piece shares its input's version", "[autograd][version]") {
+  Tensor y = randn64({2, 3, 12}, 1).detach();
+  Tensor k = view(split(y, 4, 2)[1], {2, 3, 2, 2});
+  REQUIRE(k.storage() == y.storage());
+  REQUIRE(k.version() == y.version());
+  for (int writer = 0; writer < 3; ++writer) {
+    INFO("writer " << writer);
+    Tensor b = leaf({2, 3, 2, 2}, 2);
+    Tensor loss = sum(mul(k, b));  // mul saves k for b's gradient
+    const uint64_t before = y.version();
+    if (writer == 0) y.fill_(1.0);
+    if (writer == 1) split(y, 4, 2)[0].fill_(2.0);  // q, beside k in the same storage
+    if (writer == 2) k.fill_(3.0);
+    CHECK(y.version() == before + 1);
+    CHECK(k.version() == y.version());
+    CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'mul'") && Contains("modified in place"));
+  }
+}

@@ -30,6 +30,7 @@ TEST_CASE("pytorch.md: functional ops: SwiGLU, mse_loss, std, chunk, and an in-p
   Tensor loss = mse_loss(h, Tensor::zeros({4, 8}));
   Tensor spread = x.std(1);                         // unbiased, as torch: shape [4]
   auto halves = chunk(x, 2, 1);                     // two (4, 4) views
+  Tensor heads = halves[1].view({4, 2, 2});         // a view of a strided piece
   Tensor y = x.requires_grad_().sigmoid();
   Tensor total = (y * 3.0).sum();
   CHECK_THROWS(y.mul_(2.0));                        // an op's output in grad mode: torch records it, heed refuses
@@ -40,6 +41,7 @@ TEST_CASE("pytorch.md: functional ops: SwiGLU, mse_loss, std, chunk, and an in-p
   CHECK(loss.item() > 0);
   CHECK(spread.shape() == Shape{4});
   CHECK(halves[1].shape() == Shape{4, 4});
+  CHECK(heads.storage() == x.storage());
   CHECK_THROWS_WITH(total.backward(), Catch::Contains("modified in place"));
 }
 

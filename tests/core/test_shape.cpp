@@ -49,10 +49,72 @@ TEST_CASE("reshape and view: -1 inferred, views of contiguous data, copies other
   REQUIRE(reshape(one, {}).item() == 5.0);
 }
 
-TEST_CASE("view refuses non-contiguous input and names the shape", "[shape]") {
-  Tensor t = transpose(iota({2, 3, 4}), 0, 2);
-  REQUIRE_THROWS_WITH(view(t, {24}), Catch::Contains("view") && Catch::Contains("[4, 3, 2]") &&
-                                         Catch::Contains("not contiguous"));
+// torch's rule (at::detail::computeStride): a non-contiguous input can be viewed when each group
+// of axes the new shape merges or splits is evenly strided within itself.
+TEST_CASE("view of a non-contiguous input: a view whenever the strides allow, as torch", "[shape]") {
+  Tensor x = iota({2, 3, 4});
+  // x.transpose(0,1): (3,2,4), strides (4,12,1); .view(3,2,2,2) splits the last axis: (4,12,2,1)
+  Tensor t = transpose(x, 0, 1);
+  Tensor v = view(t, {3, 2, 2, 2});
+  REQUIRE(v.strides() == Shape{4, 12, 2, 1});
+  REQUIRE(v.storage() == x.storage());
+  REQUIRE(v.to_vector<double>() == t.to_vector<double>());
+  REQUIRE(reshape(t, {3, 2, 2, 2}).storage() == x.storage());  // reshape views where view can
+  // t.reshape(3,8) must merge axes of strides 12 and 1: a copy (t.view(3,8) raises in torch)
+  REQUIRE_THROWS_WITH(view(t, {3, 8}), Catch::Contains("[3, 2, 4]") && Catch::Contains("[4, 12, 1]"));
+  Tensor r = reshape(t, {3, 8});
+  REQUIRE(r.storage() != x.storage());
+  REQUIRE(r.to_vector<double>() == t.to_vector<double>());
+  // torch.arange(24.).reshape(4,6)[:, 1:4]: (4,3), strides (6,1), offset 1; .view(2,2,3): (12,6,1), offset 1
+  Tensor s = slice(iota({4, 6}), 1, 1, 4);
+  Tensor sv = view(s, {2, 2, 3});
+  REQUIRE(sv.strides() == Shape{12, 6, 1});
+  REQUIRE(sv.offset() == 1);
+  require_values(sv, {2, 2, 3}, {1, 2, 3, 7, 8, 9, 13, 14, 15, 19, 20, 21}, 0);
+  // torch.arange(3.).reshape(3,1).expand(3,4).view(3,2,2): strides (1,0,0)
+  Tensor e = view(expand(iota({3, 1}), {3, 4}), {3, 2, 2});
+  REQUIRE(e.strides() == Shape{1, 0, 0});
+  require_values(e, {3, 2, 2}, {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, 0);
+}
+
+// nanoGPT: q, k, v = self.c_attn(x).split(self.n_embd, dim=2); k = k.view(B, T, n_head, C // n_head).
+// torch, with y = torch.arange(72.).reshape(2,3,12) for c_attn(x): k.view(2,3,2,2) has strides
+// (36,12,2,1) and offset 4.
+TEST_CASE("view of a split piece (nanoGPT's q, k, v) shares and writes through its input", "[shape]") {
+  const int64_t B = 2, T = 3, C = 4, H = 2;
+  Tensor x = Tensor::randn({B, T, C}), w = Tensor::randn({3 * C, C}), b = Tensor::randn({3 * C});
+  Tensor qkv = linear(x, w, b);
+  Tensor q = split(qkv, C, 2)[0].view({B, T, H, C / H});
+  REQUIRE(q.strides() == Shape{T * 3 * C, 3 * C, C / H, 1});
+  REQUIRE(q.storage() == qkv.storage());
+  REQUIRE(q.to_vector<float>() == slice(qkv, 2, 0, C).to_vector<float>());
+
+  Tensor y = iota({B, T, 3 * C});
+  Tensor k = view(split(y, C, 2)[1], {B, T, H, C / H});
+  REQUIRE(k.strides() == Shape{36, 12, 2, 1});
+  REQUIRE(k.offset() == 4);
+  const uint64_t v0 = y.version();
+  k.fill_(-1.0);  // reaches y's columns 4..7 alone
+  REQUIRE(y.version() == v0 + 1);
+  const std::vector<double> got = y.to_vector<double>();
+  for (int64_t i = 0; i < B * T * 3 * C; ++i) {
+    INFO("element " << i);
+    REQUIRE(got[i] == (i % 12 >= 4 && i % 12 < 8 ? -1.0 : static_cast<double>(i)));
+  }
+}
+
+TEST_CASE("view refuses what no strides can describe, in one line naming shapes and strides", "[shape]") {
+  Tensor t = transpose(iota({2, 3, 4}), 0, 2);  // torch: t.view(24) raises
+  try {
+    view(t, {24});
+    FAIL("view of a transposed tensor as one axis did not throw");
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find('\n') == std::string::npos);
+    CHECK_THAT(what, Catch::StartsWith("view") && Catch::Contains("[4, 3, 2]") && Catch::Contains("[1, 4, 12]") &&
+                         Catch::Contains("[24]") && Catch::Contains("use reshape"));
+  }
 }
 
 TEST_CASE("transpose and permute are strided views", "[shape]") {
@@ -199,6 +261,15 @@ TEST_CASE("shape ops gradcheck", "[shape]") {
   Tensor t = transpose(randn64({4, 3}, 15), 0, 1).detach().requires_grad_();
   require_gradcheck([](In in) { return reshape(in[0], {-1}); }, {t});
   require_gradcheck([](In in) { return slice(unsqueeze(in[0], 0), 2, 1, 3); }, {t});
+  // view of non-contiguous data: a split piece; a transposed leaf, alone and used twice; two pieces
+  // of one tensor, viewed as heads and multiplied (nanoGPT's q and k).
+  require_gradcheck([](In in) { return view(split(in[0], 4, 2)[1], {2, 3, 2, 2}); }, {randn64({2, 3, 12}, 16)});
+  require_gradcheck([](In in) { return view(in[0], {3, 2, 2}); }, {t});
+  require_gradcheck([](In in) { return mul(view(in[0], {3, 2, 2}), view(in[0], {3, 2, 2})); }, {t});
+  require_gradcheck([](In in) {
+    auto p = split(in[0], 4, 2);
+    return matmul(view(p[0], {2, 3, 2, 2}), transpose(view(p[1], {2, 3, 2, 2}), 2, 3));
+  }, {randn64({2, 3, 12}, 17)});
 }
 
 TEST_CASE("a view's gradient reaches the base leaf", "[shape]") {
