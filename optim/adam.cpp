@@ -81,7 +81,8 @@ Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2
 }
 
 Optimizer::BlockUpdate Adam::prepare_update(const std::string&, const Tensor& p, const Tensor& grad, ParamState& s,
-                                            double wd) {
+                                            const ParamGroup& group) {
+  const double lr = *group.lr, wd = *group.weight_decay;
   if (s.empty()) {
     s.tensors = {{"exp_avg", Tensor::zeros(p.shape(), p.dtype())}, {"exp_avg_sq", Tensor::zeros(p.shape(), p.dtype())}};
     s.scalars = {{"step", 0.0}};
@@ -91,7 +92,7 @@ Optimizer::BlockUpdate Adam::prepare_update(const std::string&, const Tensor& p,
   // Adam without decay takes the decoupled path with decay 1 (p*1 is exact): PyTorch skips the L2
   // term when wd == 0, and g + 0*p would differ for an infinite p.
   const bool l2 = !decoupled_ && wd != 0;
-  const double step_size = lr() / bc1, bc2_sqrt = std::sqrt(bc2), decay = decoupled_ ? 1.0 - lr() * wd : 1.0;
+  const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2), decay = decoupled_ ? 1.0 - lr * wd : 1.0;
   return [=, this, m = s.tensor("exp_avg"), v = s.tensor("exp_avg_sq")](int64_t i0, int64_t i1) {
     visit_dtype(p.dtype(), [&]<class T>() {
       const Coeffs<T> c{T(beta1_), T(1.0 - beta1_), T(beta2_), T(1.0 - beta2_), T(step_size), T(bc2_sqrt), T(eps_),

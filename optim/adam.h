@@ -29,7 +29,7 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps, double weight_decay,
        bool decoupled);
   BlockUpdate prepare_update(const std::string& name, const Tensor& param, const Tensor& grad, ParamState& state,
-                             double weight_decay) override;
+                             const ParamGroup& group) override;
 
  private:
   double beta1_, beta2_, eps_;

@@ -35,7 +35,7 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
                      std::vector<std::string> tensor_entries, std::vector<std::string> scalar_entries)
     : name_(name), groups_(std::move(groups)), tensor_entries_(std::move(tensor_entries)),
       scalar_entries_(std::move(scalar_entries)) {
-  set_lr(lr);
+  HEED_CHECK(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate ", lr);
   HEED_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, name_, ": invalid weight_decay ", weight_decay);
   std::set<std::string> names;
   std::unordered_set<const TensorImpl*> impls;
@@ -43,6 +43,9 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
     if (!groups_[g].weight_decay) groups_[g].weight_decay = weight_decay;
     const double wd = *groups_[g].weight_decay;
     HEED_CHECK(std::isfinite(wd) && wd >= 0, name_, ": invalid weight_decay ", wd, " in group ", g);
+    if (!groups_[g].lr) groups_[g].lr = lr;
+    HEED_CHECK(std::isfinite(*groups_[g].lr) && *groups_[g].lr >= 0, name_, ": invalid learning rate ",
+               *groups_[g].lr, " in group ", g);
     for (const auto& [pname, t] : groups_[g].params) {
       HEED_CHECK(t.defined(), name_, ": parameter '", pname, "' is an undefined tensor");
       HEED_CHECK(names.insert(pname).second, name_, ": parameter name '", pname, "' is listed twice");
@@ -57,7 +60,18 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
 
 void Optimizer::set_lr(double lr) {
   HEED_CHECK(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate ", lr);
-  lr_ = lr;
+  for (auto& group : groups_) group.lr = lr;
+}
+
+void Optimizer::set_lr(size_t group, double lr) {
+  HEED_CHECK(group < groups_.size(), name_, ": no group ", group, " (", groups_.size(), " groups)");
+  HEED_CHECK(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate ", lr, " for group ", group);
+  groups_[group].lr = lr;
+}
+
+double Optimizer::lr(size_t group) const {
+  HEED_CHECK(group < groups_.size(), name_, ": no group ", group, " (", groups_.size(), " groups)");
+  return *groups_[group].lr;
 }
 
 void Optimizer::zero_grad() {
@@ -94,7 +108,7 @@ void Optimizer::step() {
       const auto& [name, p] = groups_[g].params[i];
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      updates.push_back(prepare_update(name, p, grad, state_[g][i], *groups_[g].weight_decay));
+      updates.push_back(prepare_update(name, p, grad, state_[g][i], groups_[g]));
       lengths.push_back(p.numel());
       // An update is an in-place write: a graph still holding the old values (retain_graph) must
       // not be run backward on the new ones.

@@ -1,5 +1,6 @@
 // heed::optim: the optimizer base. An optimizer updates named parameters, split into groups that
-// differ in weight decay (nanoGPT decays matrices and embeddings, not biases and norms):
+// may differ in weight decay (nanoGPT decays matrices and embeddings, not biases and norms) and in
+// learning rate (a fine-tuned model's new head faster than its body, torch's per-group 'lr'):
 //
 //   optim::AdamW opt(optim::param_groups_nanogpt(model.named_parameters(), 0.1), 6e-4, 0.9, 0.99);
 //   for (...) { opt.set_lr(optim::cosine_lr(it, ...)); loss.backward(); opt.step(); opt.zero_grad(); }
@@ -30,12 +31,15 @@ namespace heed::optim {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using NamedScalars = std::vector<std::pair<std::string, double>>;
 
-/// Parameters sharing one weight decay (PyTorch's param_groups entries).
+/// Parameters sharing one weight decay and one learning rate (PyTorch's param_groups entries).
 struct ParamGroup {
   NamedTensors params;
   /// Unset: the optimizer's own weight_decay argument, whose defaults are torch.optim's (0 for
   /// Adam and SGD, 0.01 for AdamW). The optimizer's param_groups() hold the value each group uses.
   std::optional<double> weight_decay = std::nullopt;
+  /// Unset: the optimizer's lr argument, as torch's groups without an 'lr'. Likewise filled in
+  /// param_groups(); set_lr changes it.
+  std::optional<double> lr = std::nullopt;
 };
 
 /// nanoGPT's configure_optimizers split: weight_decay on every parameter with dim() >= 2
@@ -68,9 +72,14 @@ class Optimizer {
   /// Drops every parameter's gradient.
   void zero_grad();
 
-  /// Sets the learning rate of every group (schedules call this before each step); must be >= 0.
+  /// Sets the learning rate of every group (schedules call this before each step), as torch's
+  /// `for g in opt.param_groups: g['lr'] = lr`; must be >= 0.
   void set_lr(double lr);
-  double lr() const { return lr_; }
+  /// Sets group `group`'s learning rate only (`opt.param_groups[group]['lr'] = lr`).
+  void set_lr(size_t group, double lr);
+  /// Group `group`'s learning rate (the first group's by default: every group's, unless one was
+  /// given its own or set on its own).
+  double lr(size_t group = 0) const;
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
   /// Number of step() calls so far (restored by load_state).
@@ -93,7 +102,7 @@ class Optimizer {
   /// the per-parameter state, in the order state_tensors() and state_scalars() list them. Throws
   /// heed::Error on an undefined tensor, a name or tensor listed twice, a negative weight decay
   /// or a negative learning rate.
-  /// A group without a weight_decay takes `weight_decay`.
+  /// A group without a weight_decay takes `weight_decay`, one without an lr `lr`.
   Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
             std::vector<std::string> tensor_entries, std::vector<std::string> scalar_entries = {});
 
@@ -102,9 +111,10 @@ class Optimizer {
   using BlockUpdate = std::function<void(int64_t begin, int64_t end)>;
   /// One parameter's update for this step, prepared before any element of any parameter
   /// changes: create `state` if empty (with every declared entry), advance its counters, compute
-  /// the coefficients, and return the element loop. `grad` has been checked.
+  /// the coefficients, and return the element loop. `grad` has been checked. `group` is the
+  /// parameter's group, its `lr` and `weight_decay` set.
   virtual BlockUpdate prepare_update(const std::string& name, const Tensor& param, const Tensor& grad,
-                                     ParamState& state, double weight_decay) = 0;
+                                     ParamState& state, const ParamGroup& group) = 0;
 
   const char* name_;
 
@@ -112,7 +122,6 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> state_;  // state_[g][i] belongs to groups_[g].params[i]
   std::vector<std::string> tensor_entries_, scalar_entries_;
-  double lr_ = 0;
   int64_t step_count_ = 0;
 };
 

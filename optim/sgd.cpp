@@ -44,11 +44,11 @@ SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double damp
 }
 
 Optimizer::BlockUpdate SGD::prepare_update(const std::string&, const Tensor& p, const Tensor& grad, ParamState& s,
-                                           double wd) {
+                                           const ParamGroup& group) {
   const bool first = momentum_ != 0 && s.empty();
   if (first) s.tensors = {{"momentum_buffer", Tensor::empty(p.shape(), p.dtype())}};
   const Tensor buf = momentum_ != 0 ? s.tensor("momentum_buffer") : Tensor();
-  const SgdStep step{lr(), wd, momentum_, 1.0 - dampening_, first, nesterov_};
+  const SgdStep step{*group.lr, *group.weight_decay, momentum_, 1.0 - dampening_, first, nesterov_};
   return [p, grad, buf, step](int64_t i0, int64_t i1) {
     visit_dtype(p.dtype(), [&]<class T>() {
       sgd_kernel<T>(p.data<T>() + i0, grad.data<T>() + i0, buf.defined() ? buf.data<T>() + i0 : nullptr, i1 - i0,

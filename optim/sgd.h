@@ -25,7 +25,7 @@ class SGD : public Optimizer {
 
  protected:
   BlockUpdate prepare_update(const std::string& name, const Tensor& param, const Tensor& grad, ParamState& state,
-                             double weight_decay) override;
+                             const ParamGroup& group) override;
 
  private:
   double momentum_, dampening_;

@@ -2,6 +2,7 @@
 // load_state) and nanoGPT's parameter groups.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/heed.h"
@@ -357,4 +358,58 @@ TEST_CASE("load_state names the bad entry and leaves the state as it was", "[opt
   REQUIRE(now.size() == 2);
   REQUIRE(now[0].second.dtype() == DType::f64);
   test::require_values(now[0].second, {2, 3}, m_before, 1e-7);
+}
+
+// A group with its own 'lr', as torch's param_groups, and set_lr of one group. Printed by
+// /usr/bin/python3 with the script of the test above changed to: groups = [{"params": [W],
+// "weight_decay": 0.1}, {"params": [b], "weight_decay": 0.0, "lr": 5e-2}]; AdamW(groups, lr=1e-2,
+// betas=(0.9, 0.95)) or SGD(groups, lr=1e-2, momentum=0.9); four steps of the gradients above (b's
+// at every step), with opt.param_groups[1]["lr"] = 2e-2 before the third; W and b after the last.
+TEST_CASE("a group's own learning rate, as torch's per-group 'lr'", "[optim]") {
+  using G = std::vector<optim::ParamGroup>;
+  const std::vector<double> adamw_expected = {0.5159989565810755,  -0.22169538400634986, 0.9759874019389029,
+                                              -1.5189245280938695, 0.7562137303083852,   0.134356000383784,
+                                              0.12614466253044723, -0.2896060098386102,  0.36688029448177234};
+  const std::vector<double> sgd_expected = {0.5111077863954999, -0.2287874799515,    0.9760366365535,
+                                            -1.50914608432025,  0.747555021347,      0.13153035791262502,
+                                            0.10859999999999999, -0.25889,           0.3622349999999999};
+  for (const bool adamw : {true, false}) {
+    INFO((adamw ? "AdamW" : "SGD"));
+    Tensor W = Tensor::from_vector(std::vector<double>{0.5, -0.25, 1.0, -1.5, 0.75, 0.125}, {2, 3}).requires_grad_();
+    Tensor b = Tensor::from_vector(std::vector<double>{0.1, -0.2, 0.3}, {3}).requires_grad_();
+    G groups{{{{"W", W}}, 0.1}, {{{"b", b}}, 0.0, 5e-2}};
+    std::unique_ptr<optim::Optimizer> opt;
+    if (adamw) {
+      opt = std::make_unique<optim::AdamW>(groups, 1e-2, 0.9, 0.95);
+    } else {
+      opt = std::make_unique<optim::SGD>(groups, 1e-2, 0.9);
+    }
+    REQUIRE(opt->lr() == 1e-2);  // the first group's: the optimizer's argument
+    REQUIRE(opt->lr(1) == 5e-2);
+    REQUIRE(opt->param_groups()[0].lr == 1e-2);
+    for (int k = 0; k < 4; ++k) {
+      if (k == 2) opt->set_lr(1, 2e-2);
+      std::vector<double> gw, gb;
+      for (int j = 0; j < 6; ++j) gw.push_back(((k * 7 + j * 3 + 1) % 11 - 5) * 0.125);
+      for (int j = 0; j < 3; ++j) gb.push_back(((k * 5 + j * 2 + 3) % 7 - 3) * 0.25);
+      set_grad(W, gw);
+      set_grad(b, gb);
+      opt->step();
+    }
+    REQUIRE(opt->lr(0) == 1e-2);
+    REQUIRE(opt->lr(1) == 2e-2);
+    std::vector<double> got = W.to_vector<double>();
+    for (double v : b.to_vector<double>()) got.push_back(v);
+    const std::vector<double>& want = adamw ? adamw_expected : sgd_expected;
+    for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == Approx(want[i]).epsilon(1e-14).margin(1e-15));
+    // set_lr without a group sets every group's, as `for g in opt.param_groups: g["lr"] = lr`.
+    opt->set_lr(3e-3);
+    REQUIRE(opt->lr(0) == 3e-3);
+    REQUIRE(opt->lr(1) == 3e-3);
+    REQUIRE_THROWS_WITH(opt->set_lr(2, 1e-3), Catch::Contains("no group 2 (2 groups)"));
+    REQUIRE_THROWS_WITH(opt->set_lr(1, -1.0), Catch::Contains("invalid learning rate -1 for group 1"));
+    REQUIRE_THROWS_WITH(opt->lr(5), Catch::Contains("no group 5"));
+  }
+  Tensor a = Tensor::zeros({2});
+  REQUIRE_THROWS_WITH(optim::AdamW(G{{{{"a", a}}, 0.0, std::nan("")}}), Catch::Contains("invalid learning rate nan in group 0"));
 }
