@@ -42,7 +42,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options)
   }
   c_proj = register_module("c_proj", std::make_shared<Linear>(C, C, out_bias));
   attn_dropout = register_module("attn_dropout", std::make_shared<Dropout>(options.dropout));
-  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(options.dropout));
+  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(options.resid_dropout.value_or(options.dropout)));
   init::by_name(*this, seed_or_draw(options.seed));
 }
 
@@ -90,6 +90,9 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     HEED_CHECK(m.dim() == 2 && m.size(0) == B && m.size(1) == Tk, "MultiHeadAttention: key_padding_mask ",
                to_string(args.key_padding_mask.shape()), " must be (B, Tk) = (", B, ", ", Tk, ")",
                unbatched ? " without B for unbatched input" : "");
+    HEED_CHECK(!is_floating(m.dtype()), "MultiHeadAttention: a ", dtype_name(m.dtype()),
+               " key_padding_mask (PyTorch adds a float one to the scores; heed reads masks as true = padding): ",
+               "pass a bool mask, or the float bias as attn_mask");
     padding = key_padding_mask(m);
     masks.key_padding = &padding;
   }
@@ -161,9 +164,10 @@ Tensor MultiHeadAttention::attend(const HeadInput& q, const HeadInput& k, const 
     // Composed: the weights are an op's output, differentiable (and so is the mask).
     const Tensor att = attention_softmax(matmul(heads_of(q, C, nh), transpose(heads_of(k, C, nh), -1, -2)), scale,
                                          options_.causal, masks.key_padding, masks.bias);
-    const Tensor heads = matmul(attn_dropout->forward(att), heads_of(v, C, nh));  // (B, nh, Tq, hd)
+    const Tensor dropped = attn_dropout->forward(att);
+    const Tensor heads = matmul(dropped, heads_of(v, C, nh));  // (B, nh, Tq, hd)
     y = reshape(permute(heads, {0, 2, 1, 3}), {q.src.size(0), q.src.size(1), C});
-    if (weights) *weights = att;
+    if (weights) *weights = dropped;  // PyTorch returns the weights it multiplied v by
     if (keep_attention_) last_attention_ = att.detach();
   } else {
     AttentionHeadsOptions o;

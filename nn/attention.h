@@ -47,7 +47,11 @@ struct MultiHeadAttentionOptions {
   bool bias = true;        ///< biases on the projections (both kinds below, unless set)
   std::optional<bool> qkv_bias = std::nullopt;  ///< on the q, k, v projections; none: `bias`
   std::optional<bool> out_bias = std::nullopt;  ///< on the output projection c_proj; none: `bias`
-  double dropout = 0.0;    ///< on the attention weights and on the output (training mode only)
+  double dropout = 0.0;    ///< on the attention weights (training mode only)
+  /// On the output, after c_proj (nanoGPT's resid_dropout); none: `dropout`, as nanoGPT's
+  /// CausalSelfAttention. PyTorch's nn.MultiheadAttention(dropout=p) drops the weights only:
+  /// `.dropout = p, .resid_dropout = 0.0`.
+  std::optional<double> resid_dropout = std::nullopt;
   /// Root seed of the weights (each Linear's default init, by name: nn::init::by_name) and of the
   /// two dropouts; none: drawn from the default generator (heed::manual_seed).
   std::optional<uint64_t> seed = std::nullopt;
@@ -56,14 +60,16 @@ struct MultiHeadAttentionOptions {
 /// The keywords of PyTorch's nn.MultiheadAttention.forward (batch_first=True).
 struct AttentionArgs {
   /// (B, Tk) bool or integer, **true (non-zero) = padding**, never attended to; (Tk) for
-  /// unbatched input. Undefined: none.
+  /// unbatched input. Undefined: none. A float mask, which PyTorch adds to the scores, is refused:
+  /// pass a bool one, or the float bias as attn_mask.
   Tensor key_padding_mask = Tensor();
   /// bool, **true = NOT allowed** (nn.MultiheadAttention's convention; the opposite of
   /// scaled_dot_product_attention's), or float, added to the scaled scores (-inf masks); shape
   /// (Tq, Tk) or (B * n_head, Tq, Tk). Combines with the key padding mask and options().causal.
   Tensor attn_mask = Tensor();
-  /// Also return the attention weights (before dropout), differentiable as PyTorch's; computed by
-  /// the composed path (per-head matmuls and attention_softmax), slower than the fused op.
+  /// Also return the attention weights, differentiable, as PyTorch's: in training mode after the
+  /// attention dropout, as PyTorch returns them; computed by the composed path (per-head matmuls
+  /// and attention_softmax), slower than the fused op.
   bool need_weights = false;
   bool average_attn_weights = true;  ///< weights averaged over heads (B, Tq, Tk), else (B, nh, Tq, Tk)
 };

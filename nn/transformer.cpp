@@ -1,5 +1,8 @@
 // The Transformer's layers and stacks, composed from MultiHeadAttention, FeedForward and
-// LayerNorm. Every sublayer is `x + dropout(f(...))`; only where the norm sits differs.
+// LayerNorm. Every sublayer is `x + dropout(f(...))`; only where the norm sits differs. Dropout
+// sits where PyTorch's nn.Transformer*Layer puts it: on the attention weights, on the
+// feed-forward's hidden activations, and once on each sublayer's output (the layer's dropoutN;
+// the attention's own output dropout and the feed-forward's output dropout are off).
 #include "nn/transformer.h"
 
 #include "nn/init.h"
@@ -18,16 +21,17 @@ namespace heed::nn {
 
 static MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o, bool causal, bool fused_qkv) {
   return {.d_model = o.d_model, .n_head = o.n_head, .causal = causal, .fused_qkv = fused_qkv, .bias = o.bias,
-          .dropout = o.dropout};
+          .dropout = o.dropout, .resid_dropout = 0.0};
 }
 
 static std::shared_ptr<LayerNorm> make_norm(const TransformerLayerOptions& o) {
   return std::make_shared<LayerNorm>(o.d_model, o.eps, true, o.bias);
 }
 
-// ReLU, as the paper and PyTorch's nn.Transformer* layers.
+// ReLU, as the paper and PyTorch's nn.Transformer* layers, and the dropout on the hidden layer.
 static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o) {
-  return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, Activation::relu);
+  return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, Activation::relu, nullptr, std::nullopt,
+                                       FeedForward::DropoutOn::hidden);
 }
 
 // ------------------------------------------------------------------------------------------

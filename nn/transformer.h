@@ -34,7 +34,7 @@ struct TransformerLayerOptions {
   int64_t d_model = 0;
   int64_t n_head = 1;
   int64_t d_ff = 0;        ///< hidden width of the feed-forward sublayer
-  double dropout = 0.0;    ///< on attention weights, sublayer outputs and the feed-forward hidden
+  double dropout = 0.0;    ///< on attention weights, the feed-forward hidden and each sublayer's output, as PyTorch's
   bool bias = true;        ///< biases on every Linear and LayerNorm
   NormPlacement norm = NormPlacement::post;
   double eps = 1e-5;       ///< LayerNorm epsilon

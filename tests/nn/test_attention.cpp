@@ -6,6 +6,7 @@
 #include <cstring>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/heed.h"
 #include "nn/attention.h"
@@ -489,6 +490,33 @@ TEST_CASE("attention dropout is active in training and off in eval", "[attention
   REQUIRE(m.forward(x).to_vector<float>() == e0);  // deterministic in eval
   m.train();
   REQUIRE(m.forward(x).to_vector<float>() != e0);
+}
+
+// PyTorch's nn.MultiheadAttention drops the weights only, and returns them dropped; nanoGPT's
+// attention also drops the output (resid_dropout, heed's default).
+TEST_CASE("attention dropout in training: the weights returned are the dropped ones, and resid_dropout is optional",
+          "[attention]") {
+  nn::MultiHeadAttention torch_like({.d_model = 16, .n_head = 4, .dropout = 0.5, .resid_dropout = 0.0, .seed = 3});
+  nn::MultiHeadAttention nanogpt({.d_model = 16, .n_head = 4, .dropout = 0.5, .seed = 3});
+  REQUIRE(torch_like.resid_dropout->p() == 0.0);
+  REQUIRE(nanogpt.resid_dropout->p() == 0.5);
+  Tensor x = randn64({2, 6, 16}, 4).detach();
+  torch_like.to(DType::f64);
+  torch_like.train();
+  const auto [y, w] = torch_like.forward(x, x, x, {.need_weights = true, .average_attn_weights = false});
+  // Dropped weights: some exact zeros, the rest scaled by 2, so rows no longer sum to 1.
+  const std::vector<double> wv = w.to_vector<double>();
+  REQUIRE(std::count(wv.begin(), wv.end(), 0.0) > static_cast<std::ptrdiff_t>(wv.size() / 4));
+  const std::vector<double> rows = sum(w, -1).to_vector<double>();
+  REQUIRE(std::any_of(rows.begin(), rows.end(), [](double r) { return std::abs(r - 1.0) > 1e-6; }));
+  // And they are what multiplied v: y = c_proj(w @ v) with no dropout after c_proj.
+  NoGradGuard no_grad;
+  const Tensor v = reshape(slice(torch_like.c_attn->forward(x), 2, 32, 48), {2, 6, 4, 4}).permute({0, 2, 1, 3});
+  const Tensor heads = reshape(matmul(w, v).permute({0, 2, 1, 3}), {2, 6, 16});
+  require_values(y, {2, 6, 16}, torch_like.c_proj->forward(heads).to_vector<double>(), 1e-12);
+  // A float key padding mask is refused: PyTorch would add it to the scores.
+  REQUIRE_THROWS_WITH(torch_like.forward(x, x, x, {.key_padding_mask = Tensor::zeros({2, 6})}),
+                      Catch::Contains("float32 key_padding_mask") && Catch::Contains("pass a bool mask"));
 }
 
 // ------------------------------------------------------------------------------------------

@@ -280,3 +280,34 @@ TEST_CASE("EncoderDecoder: sequences longer than max_len are rejected", "[transf
                             .n_encoder_layers = 1, .n_decoder_layers = 1, .max_len = 3});
   REQUIRE_THROWS_WITH(model.encode({1, 2, 3, 4}, 1, 4), Catch::Contains("max_len"));
 }
+
+// PyTorch's layers drop each sublayer's output once (dropout1, dropout2) and the feed-forward's
+// hidden activations (linear2(dropout(relu(linear1(x))))); heed's layers dropped the attention's
+// and the feed-forward's outputs twice (the sublayers' own dropouts, then the layer's), 0.75 of
+// them at p = 0.5 (helper-14 measured torch's TransformerEncoderLayer at 0.4974 with this setup).
+TEST_CASE("EncoderLayer in training drops as PyTorch's: each sublayer output once, and the feed-forward hidden",
+          "[transformer]") {
+  nn::EncoderLayer layer({.d_model = 64, .n_head = 4, .d_ff = 128, .dropout = 0.5, .norm = nn::NormPlacement::pre,
+                          .seed = 9});
+  REQUIRE(layer.self_attn->resid_dropout->p() == 0.0);
+  REQUIRE(layer.ff->dropout_on() == nn::FeedForward::DropoutOn::hidden);
+  {
+    NoGradGuard no_grad;  // the attention sublayer's output is then 0: only the feed-forward's is left
+    layer.self_attn->c_proj->weight.zero_();
+    layer.self_attn->c_proj->bias.zero_();
+  }
+  layer.train();
+  Generator gen(10);
+  const Tensor x = Tensor::randn({8, 32, 64}, gen);
+  const std::vector<float> d = (layer.forward(x) - x).to_vector<float>();
+  const double dropped = static_cast<double>(std::count(d.begin(), d.end(), 0.0f)) / static_cast<double>(d.size());
+  REQUIRE(dropped > 0.47);  // 16384 draws at p = 0.5: sd 0.004
+  REQUIRE(dropped < 0.53);
+  // The feed-forward's hidden dropout: its output is no longer cut to exact zeros, but differs from eval's.
+  nn::FeedForward ff(64, 128, 0.5, true, nn::Activation::relu, &gen, 5, nn::FeedForward::DropoutOn::hidden);
+  ff.train();
+  const std::vector<float> train_out = ff.forward(x).to_vector<float>();
+  REQUIRE(std::count(train_out.begin(), train_out.end(), 0.0f) < 10);
+  ff.eval();
+  REQUIRE(ff.forward(x).to_vector<float>() != train_out);
+}
