@@ -33,8 +33,9 @@ void sgd_kernel(T* p, const T* g, T* b, int64_t n, const SgdStep& s) {
 
 }  // namespace
 
-SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double dampening, bool nesterov)
-    : Optimizer("SGD", std::move(groups), lr, /*weight_decay=*/0.0,
+SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double dampening, double weight_decay,
+         bool nesterov)
+    : Optimizer("SGD", std::move(groups), lr, weight_decay,
                 momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
       momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
   HEED_CHECK(std::isfinite(momentum) && momentum >= 0, "SGD: invalid momentum ", momentum);

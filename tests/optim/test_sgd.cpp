@@ -2,6 +2,7 @@
 // optimizer base seen through it: state entries by name, save and load.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/heed.h"
@@ -109,7 +110,7 @@ TEST_CASE("SGD matches torch.optim.SGD: plain, momentum, dampening, Nesterov, we
       INFO(dtype_name(dt) << " momentum " << cfg.momentum << " dampening " << cfg.dampening << " nesterov "
                           << cfg.nesterov);
       Setup s(dt);
-      optim::SGD opt(s.groups(), 0.05, cfg.momentum, cfg.dampening, cfg.nesterov);
+      optim::SGD opt(s.groups(), 0.05, cfg.momentum, cfg.dampening, 0.0, cfg.nesterov);
       for (int k = 0; k < 5; ++k) reference_step(opt, s, k);
       test::require_values(s.w, {4, 9}, part(ref, 0, 36), tol);
       test::require_values(s.b, {3}, part(ref, 36, 3), tol);
@@ -161,8 +162,33 @@ TEST_CASE("SGD rejects bad hyper-parameters as torch.optim.SGD does", "[optim]")
   using G = std::vector<optim::ParamGroup>;
   REQUIRE_THROWS_WITH(optim::SGD(G{{{{"a", a}}, 0.0}}, -0.1), Catch::Contains("SGD") && Catch::Contains("learning rate"));
   REQUIRE_THROWS_WITH(optim::SGD(G{{{{"a", a}}, 0.0}}, 0.1, -0.5), Catch::Contains("momentum"));
-  REQUIRE_THROWS_WITH(optim::SGD(G{{{{"a", a}}, 0.0}}, 0.1, 0.0, 0.0, true), Catch::Contains("Nesterov"));
-  REQUIRE_THROWS_WITH(optim::SGD(G{{{{"a", a}}, 0.0}}, 0.1, 0.9, 0.1, true), Catch::Contains("Nesterov"));
+  REQUIRE_THROWS_WITH(optim::SGD(G{{{{"a", a}}, 0.0}}, 0.1, 0.0, 0.0, 0.0, true), Catch::Contains("Nesterov"));
+  REQUIRE_THROWS_WITH(optim::SGD(G{{{{"a", a}}, 0.0}}, 0.1, 0.9, 0.1, 0.0, true), Catch::Contains("Nesterov"));
   REQUIRE_THROWS_WITH(optim::SGD(G{{{{"a", a}}, -1.0}}, 0.1), Catch::Contains("weight_decay"));
-  REQUIRE_NOTHROW(optim::SGD(G{{{{"a", a}}, 0.0}}, 0.1, 0.9, 0.0, true));
+  REQUIRE_NOTHROW(optim::SGD(G{{{{"a", a}}, 0.0}}, 0.1, 0.9, 0.0, 0.0, true));
+  REQUIRE_THROWS_WITH(optim::SGD(G{{{{"a", a}}}}, 0.1, 0.9, 0.0, -1e-4), Catch::Contains("weight_decay"));
+}
+
+// torch.optim.SGD(params, lr, momentum, dampening, weight_decay, nesterov): the same positions. A
+// port of SGD(params, 0.1, 0.9, 0.0, 1e-2) decays every group that sets none, as a group's own
+// weight decay would; heed's old order, with nesterov fifth, no longer compiles.
+TEST_CASE("SGD takes torch's positional order: weight_decay before nesterov", "[optim]") {
+  using G = std::vector<optim::ParamGroup>;
+  static_assert(!std::is_constructible_v<optim::SGD, G, double, double, double, bool>,
+                "SGD(groups, lr, momentum, dampening, true): nesterov in weight_decay's place");
+  static_assert(std::is_constructible_v<optim::SGD, G, double, double, double, double, bool>);
+  auto make = [] { return Tensor::from_vector(std::vector<double>{1.0, -2.0, 3.0, 0.5}, {2, 2}).requires_grad_(); };
+  Tensor a = make(), b = make(), c = make();
+  optim::SGD positional(G{{{{"w", a}}}}, 0.1, 0.9, 0.0, 1e-2);
+  optim::SGD in_group(G{{{{"w", b}}, 1e-2}}, 0.1, 0.9);
+  optim::SGD none(G{{{{"w", c}}}}, 0.1, 0.9);
+  REQUIRE(positional.param_groups()[0].weight_decay == 1e-2);
+  REQUIRE_FALSE(positional.nesterov());
+  for (int step = 0; step < 3; ++step) {
+    for (Tensor* t : {&a, &b, &c}) sum(*t * *t * *t).backward();
+    positional.step(), in_group.step(), none.step();
+    positional.zero_grad(), in_group.zero_grad(), none.zero_grad();
+  }
+  REQUIRE(a.to_vector<double>() == b.to_vector<double>());
+  REQUIRE(a.to_vector<double>() != c.to_vector<double>());
 }
