@@ -70,11 +70,17 @@ struct Bf16Weights {
 };
 
 // Puts a module tree in eval mode for the life of the scope, then back as it was.
+// Each module's own mode comes back, not the root's for all of them: a dropout a user had put in
+// eval mode inside a training model stays in eval (nanoGPT's generate never touches modes).
 struct EvalScope {
-  Module& m;
-  bool was_training;
-  explicit EvalScope(Module& module) : m(module), was_training(module.is_training()) { m.eval(); }
-  ~EvalScope() { m.train(was_training); }
+  std::vector<std::pair<Module*, bool>> modes;  // pre-order: a parent's train() before its children's
+  explicit EvalScope(Module& module) {
+    for (const auto& [path, m] : module.named_modules()) modes.emplace_back(m, m->is_training());
+    module.eval();
+  }
+  ~EvalScope() {
+    for (const auto& [m, was_training] : modes) m->train(was_training);
+  }
 };
 
 std::vector<double> row_of(const Tensor& logits, int64_t row) {  // logits (B, V)

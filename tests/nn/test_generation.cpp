@@ -165,6 +165,19 @@ TEST_CASE("GPT::generate: restores the training mode and records no graph", "[ge
   // Dropout off (eval) during generation: cached and recomputed agree even with dropout 0.5.
   CHECK(generate(model, {0}, 10, 0.0, true) == generate(model, {0}, 10, 0.0, false));
   CHECK(model.is_training());
+  // Each module's own mode comes back: a dropout the user put in eval stays there (helper-14
+  // found generate setting every module to the root's mode).
+  model.transformer->drop->eval();
+  generate(model, {0}, 3, 0.0, true);
+  CHECK(model.is_training());
+  CHECK((*model.transformer->h)[0]->attn->is_training());
+  CHECK_FALSE(model.transformer->drop->is_training());
+  model.eval();
+  (*model.transformer->h)[1]->train();
+  generate(model, {0}, 3, 0.0, false);
+  CHECK_FALSE(model.is_training());
+  CHECK((*model.transformer->h)[1]->is_training());
+  CHECK((*model.transformer->h)[1]->mlp->dropout->is_training());
 }
 
 TEST_CASE("GPT::generate: stop tokens, stop sequences and the callback", "[generation]") {
