@@ -223,6 +223,21 @@ Tensor cross_entropy(const Tensor& logits, const Targets& targets, int32_t ignor
 /// one fused op. Targets equal to `ignore_index` contribute nothing.
 Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets,
                      int32_t ignore_index = -100);
+/// F.cross_entropy's keywords beyond ignore_index.
+struct CrossEntropyOptions {
+  enum class Reduction { mean, sum, none };
+  int32_t ignore_index = -100;
+  /// mean: over the targets not ignored (NaN if every one is); sum; none: the (N) losses, 0 at
+  /// ignored targets.
+  Reduction reduction = Reduction::mean;
+  /// In [0, 1]: the target distribution is (1 - s) one-hot + s uniform over the C classes, as
+  /// torch's label_smoothing.
+  double label_smoothing = 0.0;
+};
+/// cross_entropy with torch's reduction and label_smoothing: `cross_entropy(logits, targets,
+/// {.reduction = CrossEntropyOptions::Reduction::none})`. The defaults run the fused op above;
+/// the others are composed from log_softmax and gather, differentiable through them.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options);
 /// Mean squared error, mean((input - target)^2), as F.mse_loss; the shapes must be equal (torch
 /// broadcasts them with a warning). The gradient flows to both.
 Tensor mse_loss(const Tensor& input, const Tensor& target);

@@ -473,4 +473,40 @@ Tensor detail::cross_entropy_of_tensor(const Tensor& logits, const Tensor& targe
   return cross_entropy(logits, ids_of(targets, "cross_entropy"), ignore_index);
 }
 
+// torch's other reductions and label smoothing, composed: per row, nll = -log_softmax[target] and
+// smooth = mean over classes of -log_softmax, the loss (1 - s) nll + s smooth, 0 where ignored.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& o) {
+  using Reduction = CrossEntropyOptions::Reduction;
+  HEED_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
+             o.label_smoothing);
+  if (o.reduction == Reduction::mean && o.label_smoothing == 0.0)
+    return detail::cross_entropy_of_tensor(logits, targets, o.ignore_index);
+  HEED_CHECK(targets.dim() == 1, "cross_entropy: targets must be 1-D (N), got ", to_string(targets.shape()));
+  HEED_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", to_string(logits.shape()));
+  const std::vector<int32_t> ids = ids_of(targets, "cross_entropy");
+  const int64_t N = logits.size(0), C = logits.size(1);
+  HEED_CHECK(static_cast<int64_t>(ids.size()) == N, "cross_entropy: ", ids.size(), " targets for logits ",
+             to_string(logits.shape()));
+  std::vector<int64_t> gather_ids(ids.size());
+  std::vector<uint8_t> ignored(ids.size());
+  int64_t n_valid = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    const int32_t t = ids[r];
+    ignored[r] = t == o.ignore_index;
+    if (ignored[r]) continue;  // gathers class 0, then masked to 0
+    HEED_CHECK(t >= 0 && t < C, "cross_entropy: target ", t, " in row ", r, " is out of range for ", C,
+               " classes (logits ", to_string(logits.shape()), ", ignore_index ", o.ignore_index, ")");
+    gather_ids[r] = t;
+    ++n_valid;
+  }
+  const Tensor lp = log_softmax(logits, 1);
+  Tensor loss = neg(squeeze(gather(lp, 1, Tensor::from_vector(gather_ids, {N, 1})), 1));
+  if (o.label_smoothing > 0.0)
+    loss = add(mul(loss, 1.0 - o.label_smoothing), mul(neg(mean(lp, 1)), o.label_smoothing));
+  loss = masked_fill(loss, ignored, {N}, 0.0);
+  if (o.reduction == Reduction::none) return loss;
+  const Tensor total = sum(loss);
+  return o.reduction == Reduction::sum ? total : div(total, static_cast<double>(n_valid));
+}
+
 }  // namespace heed
