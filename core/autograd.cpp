@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -55,15 +56,19 @@ Node::Node(const char* name, std::vector<Tensor> inputs, BackwardFn backward, Sh
 Node::~Node() {
   // Destroying a long chain recursively (Node -> input TensorImpl -> its Node -> ...) would
   // overflow the stack; unlink it iteratively: take over the inputs of every Node that dies with us.
+  // A closure may hold its inputs as well (a user's op that captured them by value): each Node's
+  // closure goes right after its inputs are taken over, so that they are found unshared below.
   std::vector<Tensor> pending = std::move(inputs_);
+  backward_ = nullptr;
   while (!pending.empty()) {
     Tensor t = std::move(pending.back());
     pending.pop_back();
     auto& impl = t.impl_ptr();
     if (impl && impl.use_count() == 1 && impl->grad_fn && impl->grad_fn.use_count() == 1) {
-      auto& in = impl->grad_fn->inputs_;
-      for (auto& x : in) pending.push_back(std::move(x));
-      in.clear();
+      Node& node = *impl->grad_fn;
+      for (auto& x : node.inputs_) pending.push_back(std::move(x));
+      node.inputs_.clear();
+      node.backward_ = nullptr;
     }
   }
 }
@@ -143,9 +148,15 @@ static void check_saved_versions(const Node& node, const std::vector<Node::Saved
 // so a gradient that aliases another op's buffer is never written through.
 static void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
 
+// Leaves' .grad() are the one state two backward passes share: two threads may run backward
+// into the same parameter (torch's AccumulateGrad locks too). One lock for all leaves: a pass takes
+// it once a leaf, beside that leaf's whole gradient computation.
+static std::mutex g_leaf_grad_mutex;
+
 // Adds a leaf's gradient from one backward pass into its .grad(), an owned contiguous buffer
 // (gradients accumulate across passes until zero_grad).
 static void add_to_leaf_grad(TensorImpl* impl, Tensor g) {
+  std::lock_guard<std::mutex> lock(g_leaf_grad_mutex);
   if (impl->grad) {
     Tensor old(impl->grad);
     impl->grad = add(old, g).impl_ptr();
@@ -162,9 +173,12 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
              "ops that made it requires grad, or it was computed under no_grad)");
   NoGradGuard no_grad;
   if (!root.grad_fn()) {  // a leaf: its gradient is the seed itself
-    Tensor slot = root.grad();
-    accumulate(slot, grad_root);
-    root.impl().grad = slot.contiguous().clone().impl_ptr();
+    {
+      std::lock_guard<std::mutex> lock(g_leaf_grad_mutex);
+      Tensor slot = root.grad();
+      accumulate(slot, grad_root);
+      root.impl().grad = slot.contiguous().clone().impl_ptr();
+    }
     if (g_grad_ready_hook) g_grad_ready_hook(root);
     return;
   }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <ostream>
 #include <unordered_map>
@@ -72,7 +73,14 @@ size_t padded_bytes(int64_t numel, DType dtype) {
 
 Storage::Storage(int64_t numel, DType dtype) : numel_(numel), dtype_(dtype) {
   HEED_CHECK(numel >= 0, "Storage: negative size ", numel);
-  data_ = block_cache().get(padded_bytes(numel, dtype));
+  HEED_CHECK(numel <= (std::numeric_limits<int64_t>::max() - 63) / static_cast<int64_t>(dtype_size(dtype)),
+             "Storage: ", numel, " ", dtype_name(dtype), " elements is more bytes than a 64-bit size holds");
+  try {
+    data_ = block_cache().get(padded_bytes(numel, dtype));
+  } catch (const std::bad_alloc&) {
+    detail::fail("cannot allocate ", padded_bytes(numel, dtype), " bytes for ", numel, " ", dtype_name(dtype),
+                 " elements: the machine does not have that memory");
+  }
 }
 
 Storage::~Storage() { block_cache().put(data_, padded_bytes(numel_, dtype_)); }
@@ -87,9 +95,19 @@ std::string to_string(const Shape& s) {
 }
 
 int64_t numel_of(const Shape& s) {
+  // Checked: a shape whose count overflows int64 would wrap to a small (or zero) allocation that
+  // every later index runs past. A zero size makes the count 0 whatever the others are, but the
+  // others must still multiply without overflow (the strides are their products).
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
+  bool empty = false;
+  for (int64_t d : s) {
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    HEED_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", to_string(s), ": its element count overflows int64");
+  }
+  return empty ? 0 : n;
 }
 
 Shape contiguous_strides(const Shape& s) {
@@ -201,6 +219,7 @@ Tensor Tensor::rand(const Shape& shape, double lo, double hi, DType dtype) {
 }
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  numel_of(shape);  // refuses a shape whose element count overflows (an expand to 2^62 x 2^62)
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
   impl->shape = std::move(shape);

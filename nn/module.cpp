@@ -43,6 +43,11 @@ NamedTensors Module::own_parameters() const { return own(params_); }
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_name(name);
   HEED_CHECK(m != nullptr, "Module: child '", name, "' is null");
+  // A module inside its own subtree would make every walk of the tree (named_parameters, train,
+  // to) recurse forever.
+  for (const auto& [path, sub] : m->named_modules())
+    HEED_CHECK(sub != this, "Module: child '", name, "' contains this module", path.empty() ? "" : " (as '" + path + "')",
+               ": a module tree cannot hold a cycle");
   children_.emplace_back(name, std::move(m));
 }
 
@@ -154,6 +159,8 @@ void Module::zero_grad() {
 }
 
 void Module::to(DType dtype) {
+  HEED_CHECK(is_floating(dtype), "Module::to: ", dtype_name(dtype),
+             " parameters cannot hold gradients; a module converts to float32 or float64 (as torch's Module.to)");
   NamedTensors tensors = named_parameters();
   for (auto& entry : named_buffers()) tensors.push_back(std::move(entry));
   for (auto& [_, t] : tensors) {

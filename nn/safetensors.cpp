@@ -284,15 +284,33 @@ SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::s
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO with no writer would block open() itself, before fstat could refuse it
+  // (it changes nothing for a regular file).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   HEED_CHECK(fd >= 0, path, ": cannot open: ", errno_text(errno));
   std::vector<uint8_t> bytes;
   int err = 0;
   struct stat st {};
   if (::fstat(fd, &st) != 0) err = errno;
   else if (!S_ISREG(st.st_mode)) err = EINVAL;
+  // The header's length first: a file that is not safetensors (whose first 8 bytes give a header
+  // past its end) is refused before the rest of it is read.
+  uint8_t len_bytes[8] = {};
+  uint64_t header_len = 0;
+  const bool have_len = !err && st.st_size >= 8 && ::pread(fd, len_bytes, 8, 0) == 8;
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];  // little-endian, as the format
+  if (have_len && header_len > static_cast<uint64_t>(st.st_size) - 8) {
+    ::close(fd);
+    detail::fail(path, ": not a safetensors file: its first 8 bytes give a header of ", header_len,
+                 " bytes, past the end of the file (", st.st_size, " bytes)");
+  }
   if (!err) {
-    bytes.resize(static_cast<size_t>(st.st_size));
+    try {
+      bytes.resize(static_cast<size_t>(st.st_size));
+    } catch (const std::bad_alloc&) {
+      ::close(fd);
+      detail::fail(path, ": cannot read its ", st.st_size, " bytes into memory");
+    }
     size_t got = 0;
     while (got < bytes.size()) {
       const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);

@@ -309,7 +309,7 @@ Tensor attention_softmax(const Tensor& scores, double scale, bool causal, const 
   const DType bias_dtype = bias_grad ? bias.dtype() : scores.dtype();
   return record("attention_softmax", out, {scores, bias},
                 [y = out.detach(), scale, causal, bias_grad, bias_shape, bias_dtype](const Tensor& g) {
-                  const int64_t Tq = y.size(2), Tk = y.size(3), R = y.numel() / Tk;
+                  const int64_t Tq = y.size(2), Tk = y.size(3), R = Tk ? y.numel() / Tk : 0;  // no keys: no rows
                   Tensor ds = Tensor::empty(y.shape(), y.dtype());
                   Tensor dz = bias_grad ? Tensor::empty(y.shape(), y.dtype()) : Tensor();
                   visit_dtype(y.dtype(), [&]<class T>() {

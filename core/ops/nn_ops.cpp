@@ -144,7 +144,8 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
   const int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
   // db's sums only with a bias: without one (nanoGPT's --no-bias) they would be allocated, zeroed
   // and added up for nothing on every call.
-  std::vector<double> dw_acc(blocks * C, 0.0), db_acc(db ? blocks * C : 0, 0.0);
+  // At least one block's sums: with no rows (an empty batch) dw and db are zeros, as torch's.
+  std::vector<double> dw_acc(std::max<int64_t>(blocks, 1) * C, 0.0), db_acc(db ? std::max<int64_t>(blocks, 1) * C : 0, 0.0);
   parallel_for_blocks(N, kBlockRows, tuning().row_grain_elems / std::max<int64_t>(C, 1), [&](int64_t r0, int64_t r1) {
     double* pw = dw_acc.data() + r0 / kBlockRows * C;
     double* pb = db ? db_acc.data() + r0 / kBlockRows * C : nullptr;

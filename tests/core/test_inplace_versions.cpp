@@ -440,7 +440,7 @@ TEST_CASE("a write to an expanded view is refused where elements share memory, a
   REQUIRE_NOTHROW(one.add_(1.0));
 }
 
-TEST_CASE("assigning to an indexed view writes into the tensor, as libtorch and Python's x[0] = v",
+TEST_CASE("assigning to an indexed view writes into the tensor, as libtorch and Python's item assignment",
           "[autograd][version]") {
   static_assert(!std::is_assignable_v<Tensor&, double>, "a named Tensor is rebound, never filled");
   static_assert(std::is_assignable_v<Tensor&&, double>);

@@ -1,0 +1,117 @@
+// Off the paved road of the public API: shapes whose element count overflows, empty batches
+// through backward, two threads running backward into one parameter, a user's deep chain of ops,
+// a FIFO given as a safetensors file, module trees with a cycle. Each case crashed, hung or gave a
+// wrong result before (helper-15's review, 2026-11-29); each must now work or end in one
+// heed::Error.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "nn/nn.h"
+#include "support/helpers.h"
+
+using namespace heed;
+using Catch::Matchers::Contains;
+
+TEST_CASE("a shape whose element count overflows int64 is refused, not wrapped", "[edge]") {
+  const int64_t big = int64_t{1} << 32;
+  REQUIRE_THROWS_WITH(Tensor::zeros({big, big}), Contains("element count overflows int64"));
+  REQUIRE_THROWS_WITH(Tensor::zeros({INT64_MAX, 2}), Contains("overflows int64"));
+  REQUIRE_THROWS_WITH(Tensor::zeros({0}).reshape({big, big, 0, big}), Contains("overflows int64"));
+  REQUIRE_THROWS_WITH(Tensor::zeros({1, 1}).expand({int64_t{1} << 62, int64_t{1} << 62}), Contains("overflows int64"));
+  // 2^61 float64 elements fit in int64 but their bytes do not.
+  REQUIRE_THROWS_WITH(Tensor::zeros({int64_t{1} << 61}, DType::f64), Contains("more bytes than a 64-bit size holds"));
+  // A zero size keeps an empty tensor empty whatever the others are, as long as they multiply.
+  REQUIRE(Tensor::zeros({0, big}).numel() == 0);
+}
+
+TEST_CASE("backward through an empty batch gives zero parameter gradients", "[edge]") {
+  Tensor w = Tensor::ones({4}).requires_grad_(), b = Tensor::zeros({4}).requires_grad_();
+  layer_norm(Tensor::zeros({0, 4}), w, b).sum().backward();
+  REQUIRE(w.grad().to_vector<float>() == std::vector<float>(4, 0.0f));
+  REQUIRE(b.grad().to_vector<float>() == std::vector<float>(4, 0.0f));
+  nn::LayerNorm ln(8);
+  ln.forward(Tensor::zeros({2, 0, 8})).sum().backward();
+  REQUIRE(ln.weight.grad().to_vector<float>() == std::vector<float>(8, 0.0f));
+  // Attention with no keys, and with no queries.
+  Tensor s = Tensor::zeros({1, 1, 3, 0}).requires_grad_();
+  attention_softmax(s, 1.0, false).sum().backward();
+  REQUIRE(s.grad().shape() == Shape{1, 1, 3, 0});
+  Tensor q = Tensor::zeros({1, 0, 4}).requires_grad_();
+  scaled_dot_product_attention(q, q, q).sum().backward();
+  REQUIRE(q.grad().shape() == Shape{1, 0, 4});
+  Tensor q2 = Tensor::zeros({1, 0, 4}).requires_grad_();
+  scaled_dot_product_attention(q2, q2, q2, Tensor(), true).sum().backward();
+  REQUIRE(q2.grad().shape() == Shape{1, 0, 4});
+}
+
+TEST_CASE("two threads running backward into one parameter add up every gradient", "[edge]") {
+  Tensor w = Tensor::ones({4}).requires_grad_();
+  constexpr int kSteps = 3000;
+  auto run = [&] {
+    for (int i = 0; i < kSteps; ++i) (w * 2.0).sum().backward();
+  };
+  std::thread a(run), b(run);
+  a.join();
+  b.join();
+  REQUIRE(w.grad().to_vector<float>() == std::vector<float>(4, 2.0f * 2 * kSteps));  // exact in float32
+  // A leaf as the root of its own backward, from two threads.
+  Tensor v = Tensor::ones({1}).requires_grad_();
+  auto seed = [&] {
+    for (int i = 0; i < kSteps; ++i) v.backward();
+  };
+  std::thread c(seed), d(seed);
+  c.join();
+  d.join();
+  REQUIRE(v.grad().item() == 2.0 * kSteps);
+}
+
+TEST_CASE("a deep chain of a user's ops that capture their inputs is freed without recursion", "[edge]") {
+  Tensor y = Tensor::ones({1}).requires_grad_();
+  for (int i = 0; i < 100000; ++i) {
+    const Tensor in = y;  // captured by value, as core/autograd.h allows
+    y = record("mine", mul(y, 1.0).detach(), {y}, [in](const Tensor& g) { return std::vector<Tensor>{g}; });
+  }
+  y = Tensor();  // the whole chain goes here: a recursion 100 000 deep overflowed the stack
+  SUCCEED();
+}
+
+TEST_CASE("load_safetensors refuses a FIFO at once and a non-safetensors file before reading it", "[edge]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("heed_edge_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(nn::load_safetensors(fifo), Contains("not a regular file"));
+  REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));  // it used to block in open()
+  const std::string text = (dir / "notes.txt").string();
+  std::ofstream(text) << "just some text, not a checkpoint\n";
+  REQUIRE_THROWS_WITH(nn::load_safetensors(text), Contains("not a safetensors file") && Contains("past the end of the file"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a module refuses an integer dtype and a cycle in its tree", "[edge]") {
+  nn::Linear lin(2, 3);
+  REQUIRE_THROWS_WITH(lin.to(DType::i64), Contains("converts to float32 or float64"));
+  REQUIRE_THROWS_WITH(lin.to(DType::boolean), Contains("cannot hold gradients"));
+  REQUIRE(lin.weight.dtype() == DType::f32);  // unchanged
+  struct Holder : nn::Module {
+    void add(const std::string& name, std::shared_ptr<Module> m) { register_module(name, std::move(m)); }
+  };
+  auto a = std::make_shared<Holder>(), b = std::make_shared<Holder>();
+  REQUIRE_THROWS_WITH(a->add("self", a), Contains("child 'self' contains this module") && Contains("cycle"));
+  b->add("a", a);
+  REQUIRE_THROWS_WITH(a->add("b", b), Contains("contains this module (as 'a')"));
+  REQUIRE(a->named_parameters().empty());  // still walkable
+  // One child under two parents is no cycle (b holds a, both hold lin).
+  auto lin2 = std::make_shared<nn::Linear>(2, 2);
+  a->add("lin", lin2);
+  b->add("lin_again", lin2);
+  REQUIRE(b->named_parameters().size() == 2);  // the shared weight and bias, once each
+}
