@@ -319,7 +319,7 @@ void Tensor::check_in_place_write(const char* op, bool shared_elements_ok) const
   HEED_CHECK(!(grad_fn() && grad_mode_enabled()), op, ": this tensor is the output of '", grad_fn()->name(),
              "' in a graph being recorded; heed's in-place writes are outside autograd, so the gradient would ",
              "miss this write: use the out-of-place op (y = y * 3.0 for y.mul_(3.0)), or write under a NoGradGuard");
-  if (shared_elements_ok) return;
+  if (shared_elements_ok || numel() == 0) return;  // no element, so none shares memory
   for (int64_t d = 0; d < dim(); ++d)
     HEED_CHECK(strides()[d] != 0 || shape()[d] <= 1, op, ": more than one element of this tensor of shape ",
                to_string(shape()), " is one memory location (an expanded view, stride 0 on dim ", d,

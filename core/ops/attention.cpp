@@ -29,6 +29,8 @@ namespace heed {
 using detail::contiguous_data;
 
 KeyPaddingMask padding_mask_from_lengths(const std::vector<int64_t>& lengths, int64_t T) {
+  HEED_CHECK(T >= 0, "padding_mask_from_lengths: negative length T = ", T);
+  numel_of({static_cast<int64_t>(lengths.size()), T});  // refuses a (B, T) past int64
   KeyPaddingMask m{std::vector<uint8_t>(lengths.size() * T, 0), static_cast<int64_t>(lengths.size()), T};
   for (size_t b = 0; b < lengths.size(); ++b) {
     HEED_CHECK(lengths[b] >= 0 && lengths[b] <= T, "padding_mask_from_lengths: length ", lengths[b],

@@ -461,8 +461,9 @@ static std::vector<int32_t> ids_of(const Tensor& ids, const char* op) {
   std::vector<int32_t> out;
   out.reserve(ids.numel());
   for (int64_t id : ids.to_vector<int64_t>()) {
-    // Out-of-range int64 ids must not wrap into valid int32 ones; the kernels then name them.
-    out.push_back(id < INT32_MIN || id > INT32_MAX ? INT32_MIN : static_cast<int32_t>(id));
+    // An int64 id past int32 would wrap into a valid one: refused here, naming it as given.
+    HEED_CHECK(id >= INT32_MIN && id <= INT32_MAX, op, ": id ", id, " is out of range (past int32)");
+    out.push_back(static_cast<int32_t>(id));
   }
   return out;
 }

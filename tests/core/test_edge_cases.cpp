@@ -115,3 +115,16 @@ TEST_CASE("a module refuses an integer dtype and a cycle in its tree", "[edge]")
   b->add("lin_again", lin2);
   REQUIRE(b->named_parameters().size() == 2);  // the shared weight and bias, once each
 }
+
+TEST_CASE("empty tensors and out-of-range int64 ids end in the right message", "[edge]") {
+  // An empty tensor has no element to share memory: its literal and copies into it work.
+  const Tensor empty_rows = Tensor({{}, {}});
+  REQUIRE(empty_rows.shape() == Shape{2, 0});
+  REQUIRE_NOTHROW(Tensor::zeros({1, 0}).expand({3, 0}).copy_(Tensor::zeros({3, 0})));
+  REQUIRE_THROWS_WITH(padding_mask_from_lengths({0}, -1), Contains("negative length T = -1"));
+  const int64_t far = int64_t{1} << 32;
+  REQUIRE_THROWS_WITH(embedding(Tensor::zeros({3, 2}), Tensor::from_vector(std::vector<int64_t>{0, far}, {2})),
+                      Contains("embedding: id 4294967296 is out of range"));
+  REQUIRE_THROWS_WITH(cross_entropy(Tensor::zeros({1, 3}), Tensor::from_vector(std::vector<int64_t>{-far}, {1})),
+                      Contains("cross_entropy: id -4294967296 is out of range"));
+}
