@@ -20,4 +20,6 @@ Tensor Embedding::forward(const std::vector<int32_t>& ids, const Shape& ids_shap
   return embedding(weight, ids, ids_shape);
 }
 
+Tensor Embedding::forward(const Tensor& ids) { return embedding(weight, ids); }
+
 }  // namespace heed::nn

@@ -21,6 +21,9 @@ class Embedding : public Module {
 
   /// ids (ids_shape, e.g. (B, T)) -> (ids_shape..., dim); throws naming an out-of-range id.
   Tensor forward(const std::vector<int32_t>& ids, const Shape& ids_shape);
+  /// ids, an int32 or int64 tensor of any shape (e.g. (B, T)) -> (ids.shape()..., dim), as
+  /// torch's `self.wte(idx)`; throws naming an out-of-range id, or ids of another dtype.
+  Tensor forward(const Tensor& ids);
 
   /// normal(0, 1) for "weight".
   void reset_parameter(const std::string& name, Tensor& t, Generator& gen) override;

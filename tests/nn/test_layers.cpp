@@ -183,6 +183,39 @@ TEST_CASE("Embedding gradcheck over the weight, ids repeated (float64)", "[layer
   require_gradcheck([&](const std::vector<Tensor>&) { return emb.forward(ids, {3, 2}); }, {emb.weight});
 }
 
+// torch 1.13: w = torch.arange(12, dtype=torch.float32).reshape(4, 3) / 10
+// F.embedding(torch.tensor([[3, 0, 3], [1, 2, 0]]), w).flatten().tolist() ->
+// [0.9, 1.0, 1.1, 0.0, 0.1, 0.2, 0.9, 1.0, 1.1, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.0, 0.1, 0.2] (float32)
+TEST_CASE("Embedding takes an int32 or int64 id tensor of any shape, as self.wte(idx)", "[layers]") {
+  nn::Embedding emb(4, 3);
+  emb.weight.copy_(Tensor::arange(12, DType::f32).view({4, 3}) / 10.0);
+  const std::vector<double> expected = {0.9, 1.0, 1.1, 0.0, 0.1, 0.2, 0.9, 1.0, 1.1, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.0, 0.1, 0.2};
+  const Tensor ids = Tensor({{3, 0, 3}, {1, 2, 0}});  // int64
+  require_values(emb.forward(ids), {2, 3, 3}, expected, 1e-7);
+  require_values(emb.forward(ids.to(DType::i32)), {2, 3, 3}, expected, 1e-7);
+  // The same rows as the (ids, shape) form, for any shape: (6), a scalar id, a transposed view.
+  REQUIRE(emb.forward(ids).to_vector<float>() == emb.forward({3, 0, 3, 1, 2, 0}, {2, 3}).to_vector<float>());
+  require_values(emb.forward(ids.view({6})), {6, 3}, expected, 1e-7);
+  require_values(emb.forward(Tensor::scalar(2, DType::i64)), {3}, {0.6, 0.7, 0.8}, 1e-7);
+  require_values(emb.forward(ids.transpose(0, 1))[0], {2, 3}, {0.9, 1.0, 1.1, 0.3, 0.4, 0.5}, 1e-7);
+  CHECK_THROWS_WITH(emb.forward(Tensor({0, 4})), Catch::Contains("embedding: id 4 at position 1 is out of range for 4 embeddings"));
+  CHECK_THROWS_WITH(emb.forward(Tensor({0.0, 1.0})), Catch::Contains("embedding: ids must be int32 or int64, got float32"));
+
+  // Gradients (float64): a repeated id sums its rows' gradients, through a non-contiguous ids
+  // view and with the weight used twice (two lookups added).
+  Generator gen(5);
+  nn::Embedding emb64(6, 4, &gen);
+  emb64.to(DType::f64);
+  const Tensor rep = Tensor({{1, 3, 1}, {5, 1, 0}}).transpose(0, 1);  // (3, 2), not contiguous; id 1 three times
+  require_gradcheck([&](const std::vector<Tensor>&) { return emb64.forward(rep); }, {emb64.weight});
+  require_gradcheck([&](const std::vector<Tensor>&) { return emb64.forward(rep) + emb64.forward(Tensor({{2, 1}, {1, 4}, {0, 0}})); },
+                    {emb64.weight});
+  emb64.weight.zero_grad();  // whatever the checks above left
+  Tensor loss = emb64.forward(rep).sum();
+  loss.backward();
+  require_values(emb64.weight.grad().sum(1), {6}, {4, 12, 0, 4, 0, 4}, 0);  // 4 channels x (count of each id)
+}
+
 // ------------------------------------------------------------------------------------ Dropout
 
 TEST_CASE("Dropout is the identity in eval mode and for p = 0", "[layers]") {
