@@ -218,6 +218,18 @@ Tensor Tensor::rand(const Shape& shape, double lo, double hi, DType dtype) {
   return rand(shape, default_generator(), lo, hi, dtype);
 }
 
+Tensor empty_like(const Tensor& x, std::optional<DType> dtype) { return Tensor::empty(x.shape(), dtype.value_or(x.dtype())); }
+Tensor zeros_like(const Tensor& x, std::optional<DType> dtype) { return Tensor::zeros(x.shape(), dtype.value_or(x.dtype())); }
+Tensor ones_like(const Tensor& x, std::optional<DType> dtype) { return Tensor::ones(x.shape(), dtype.value_or(x.dtype())); }
+Tensor full_like(const Tensor& x, double value, std::optional<DType> dtype) {
+  return Tensor::full(x.shape(), value, dtype.value_or(x.dtype()));
+}
+Tensor randn_like(const Tensor& x, std::optional<DType> dtype) {
+  HEED_CHECK(is_floating(dtype.value_or(x.dtype())), "randn_like: normal samples need float32 or float64, got ",
+             dtype_name(dtype.value_or(x.dtype())));
+  return Tensor::randn(x.shape(), 1.0, 0.0, dtype.value_or(x.dtype()));
+}
+
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
   numel_of(shape);  // refuses a shape whose element count overflows (an expand to 2^62 x 2^62)
   auto impl = std::make_shared<TensorImpl>();

@@ -283,6 +283,19 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// ---- factories shaped like another tensor (torch.zeros_like and kin): x's shape and dtype, or
+// `dtype` when given (torch's dtype= argument); contiguous whatever x's strides; a new leaf that
+// never requires grad, even when x does (torch's requires_grad=False default). Only x's shape and
+// dtype are read, so x may be an op's output.
+Tensor empty_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);  ///< uninitialised
+Tensor zeros_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
+Tensor ones_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
+/// `value` rounded to the dtype as Tensor::full does (an integer dtype truncates: 2.7 -> 2, as torch).
+Tensor full_like(const Tensor& x, double value, std::optional<DType> dtype = std::nullopt);
+/// Normal(0, 1) samples from the default generator (heed::manual_seed), as Tensor::randn({...});
+/// float32 or float64 only (torch refuses an integer dtype too).
+Tensor randn_like(const Tensor& x, std::optional<DType> dtype = std::nullopt);
+
 /// A view of `base`'s storage with the given geometry (no autograd; used by view ops).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 

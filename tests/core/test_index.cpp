@@ -51,6 +51,42 @@ TEST_CASE("dtypes: literals pick int64, float32 or bool as torch.tensor", "[inde
   REQUIRE(Tensor::arange(4).to_vector<int64_t>() == Tensor::arange(0, 4).to_vector<int64_t>());
 }
 
+// torch 1.13: xi = torch.tensor([1, 2], dtype=torch.int32); xf = torch.tensor([1.5, -2.0, 3.25])
+// torch.zeros_like(xi).dtype -> torch.int32; torch.full_like(xi, 2.7) -> [2, 2];
+// torch.full_like(xf, 0.1) -> [0.10000000149011612] * 3; torch.ones_like(xf, dtype=torch.float64).dtype
+// -> torch.float64; torch.zeros_like(xf.requires_grad_()).requires_grad -> False
+TEST_CASE("zeros_like, ones_like, full_like, empty_like, randn_like: x's shape and dtype, or the dtype given", "[index]") {
+  const Tensor xi = Tensor::from_vector(std::vector<int32_t>{1, 2}, {2});
+  const Tensor xf = Tensor({{1.5, -2.0, 3.25}, {0.0, 1.0, 2.0}}).transpose(0, 1).requires_grad_();  // (3, 2), strided
+  REQUIRE(zeros_like(xi).dtype() == DType::i32);
+  REQUIRE(zeros_like(xi).to_vector<int32_t>() == std::vector<int32_t>{0, 0});
+  REQUIRE(full_like(xi, 2.7).to_vector<int32_t>() == std::vector<int32_t>{2, 2});  // truncated, as torch
+  REQUIRE(full_like(xf, 0.1).to_vector<float>() == std::vector<float>(6, 0.1f));
+  for (const Tensor& t : {zeros_like(xf), ones_like(xf), full_like(xf, 0.1), empty_like(xf), randn_like(xf)}) {
+    REQUIRE(t.shape() == Shape{3, 2});
+    REQUIRE(t.dtype() == DType::f32);
+    REQUIRE(t.is_contiguous());
+    REQUIRE_FALSE(t.requires_grad());  // never, though xf requires grad
+    REQUIRE(t.grad_fn() == nullptr);
+  }
+  require_values(ones_like(xf), {3, 2}, {1, 1, 1, 1, 1, 1}, 0);
+  const Tensor y = xf * 2.0;  // an op's output: only its shape and dtype are read
+  REQUIRE_FALSE(zeros_like(y).requires_grad());
+  // dtype= overrides
+  REQUIRE(ones_like(xf, DType::f64).dtype() == DType::f64);
+  REQUIRE(zeros_like(xi, DType::boolean).dtype() == DType::boolean);
+  REQUIRE(full_like(xi, 0.5, DType::f64).to_vector<double>() == std::vector<double>{0.5, 0.5});
+  REQUIRE(empty_like(xf, DType::i64).dtype() == DType::i64);
+  REQUIRE(zeros_like(Tensor::scalar(3.0)).shape() == Shape{});
+  // randn_like draws from the default generator, as Tensor::randn of x's shape.
+  manual_seed(7);
+  const std::vector<double> r = randn_like(xf, DType::f64).to_vector<double>();
+  manual_seed(7);
+  REQUIRE(r == Tensor::randn({3, 2}, 1.0, 0.0, DType::f64).to_vector<double>());
+  REQUIRE(randn_like(xf).to_vector<float>() != randn_like(xf).to_vector<float>());
+  CHECK_THROWS_WITH(randn_like(xi), Catch::Contains("randn_like: normal samples need float32 or float64, got int32"));
+}
+
 TEST_CASE("dtypes: tensors print nested as PyTorch", "[index]") {
   // print(torch.tensor([[1., 2.], [3., 4.]])) and the others, pasted.
   REQUIRE(printed(Tensor({{1.0, 2.0}, {3.0, 4.0}})) == "tensor([[1., 2.],\n        [3., 4.]])");
