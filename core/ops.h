@@ -114,6 +114,13 @@ std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t axis = 0);
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis = 0);
 Tensor unsqueeze(const Tensor& a, int64_t axis);  ///< a view with a new dim of size 1
 Tensor squeeze(const Tensor& a, int64_t axis);    ///< a view without a dim of size 1
+/// A view without any dim of size 1, as torch's x.squeeze(): (1, 3, 1, 2) -> (3, 2), (1, 1) -> [].
+Tensor squeeze(const Tensor& a);
+/// Axes start_dim..end_dim (inclusive; negative count from the end) merged into one, as
+/// torch.flatten: through reshape, so a view whenever the strides allow and a copy otherwise;
+/// `a` itself when start_dim == end_dim; a scalar becomes shape (1). Throws when start_dim comes
+/// after end_dim.
+Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
 /// Broadcasts `a` to `shape` (a view with stride 0 on broadcast axes); -1 keeps an axis's size.
 Tensor expand(const Tensor& a, const Shape& shape);
 

@@ -194,6 +194,8 @@ class Tensor {
   Tensor permute(const std::vector<int64_t>& axes) const;
   Tensor unsqueeze(int64_t axis) const;
   Tensor squeeze(int64_t axis) const;
+  Tensor squeeze() const;  ///< every size-1 axis dropped
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor expand(const Shape& shape) const;
   Tensor matmul(const Tensor& other) const;
   Tensor sum() const;

@@ -13,6 +13,8 @@ Tensor Tensor::transpose(int64_t axis0, int64_t axis1) const { return heed::tran
 Tensor Tensor::permute(const std::vector<int64_t>& axes) const { return heed::permute(*this, axes); }
 Tensor Tensor::unsqueeze(int64_t axis) const { return heed::unsqueeze(*this, axis); }
 Tensor Tensor::squeeze(int64_t axis) const { return heed::squeeze(*this, axis); }
+Tensor Tensor::squeeze() const { return heed::squeeze(*this); }
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return heed::flatten(*this, start_dim, end_dim); }
 Tensor Tensor::expand(const Shape& shape) const { return heed::expand(*this, shape); }
 Tensor Tensor::matmul(const Tensor& other) const { return heed::matmul(*this, other); }
 Tensor Tensor::sum() const { return heed::sum(*this); }

@@ -1,5 +1,5 @@
 // Shape ops: views that re-describe the same storage (view, and reshape wherever the strides
-// allow; transpose, permute, slice, expand, squeeze) and the copies that cannot be views (concat).
+// allow; transpose, permute, slice, expand, squeeze, flatten) and the copies that cannot be views (concat).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -204,6 +204,28 @@ Tensor squeeze(const Tensor& a, int64_t axis) {
   strides.erase(strides.begin() + ax);
   Tensor out = make_view(a, shape, strides, a.offset());
   return record("squeeze", out, {a}, [ax](const Tensor& g) { return std::vector<Tensor>{unsqueeze(g, ax)}; });
+}
+
+Tensor squeeze(const Tensor& a) {
+  Shape shape;
+  for (int64_t size : a.shape())
+    if (size != 1) shape.push_back(size);
+  return view(a, std::move(shape));  // dropping size-1 axes always has a view (and view's backward)
+}
+
+Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
+  // As torch: a scalar counts as one axis (start and end in [-1, 0]) and becomes (1).
+  const int64_t n = std::max<int64_t>(a.dim(), 1);
+  const int64_t start = normalize_axis(start_dim, n, "flatten", a.shape());
+  const int64_t end = normalize_axis(end_dim, n, "flatten", a.shape());
+  HEED_CHECK(start <= end, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim, " for shape ",
+             to_string(a.shape()));
+  if (a.dim() == 0) return reshape(a, {1});
+  if (start == end) return a;
+  Shape shape(a.shape().begin(), a.shape().begin() + start);
+  shape.push_back(numel_of(Shape(a.shape().begin() + start, a.shape().begin() + end + 1)));
+  shape.insert(shape.end(), a.shape().begin() + end + 1, a.shape().end());
+  return reshape(a, std::move(shape));
 }
 
 Tensor expand(const Tensor& a, const Shape& requested) {

@@ -233,6 +233,53 @@ TEST_CASE("unsqueeze squeeze and expand are views", "[shape]") {
   require_values(e, {2, 3, 4}, {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, 0);
 }
 
+// torch 1.13, x = torch.arange(24.).reshape(2, 3, 4):
+// x.flatten().shape -> [24]; x.flatten(1) -> [2, 12]; x.flatten(0, 1) -> [6, 4]; x.flatten(-2, -1) ->
+// [2, 12]; x.flatten(1, 1) -> [2, 3, 4]; torch.tensor(5.).flatten() -> [1];
+// t = x.transpose(0, 1): t.flatten(1) is a copy (is_contiguous True, data_ptr != x's), first values
+// [0, 1, 2, 3, 12, 13]; t.flatten(0, 1) is a copy too.
+// torch.zeros(1, 3, 1, 2, 1).squeeze().shape -> [3, 2]; torch.zeros(1, 1).squeeze() -> []; torch.zeros(3).squeeze() -> [3]
+TEST_CASE("flatten merges a range of axes through reshape: a view when it can be, as torch", "[shape]") {
+  Tensor x = iota({2, 3, 4});
+  REQUIRE(flatten(x).shape() == Shape{24});
+  REQUIRE(x.flatten(1).shape() == Shape{2, 12});
+  REQUIRE(x.flatten(0, 1).shape() == Shape{6, 4});
+  REQUIRE(x.flatten(-2, -1).shape() == Shape{2, 12});
+  REQUIRE(x.flatten(1, 1).same(x));  // nothing to merge: x itself, as torch returns self
+  REQUIRE(flatten(Tensor::scalar(5.0)).shape() == Shape{1});
+  REQUIRE(flatten(Tensor::scalar(5.0), -1, 0).shape() == Shape{1});
+  for (const Tensor& v : {flatten(x), x.flatten(1), x.flatten(0, 1)}) REQUIRE(v.storage() == x.storage());
+  require_values(x.flatten(0, 1), {6, 4}, range(0, 24), 0);
+  // Non-contiguous: a transposed input merges what its strides allow, and copies otherwise.
+  Tensor t = x.transpose(0, 1);  // (3, 2, 4), strides (4, 12, 1)
+  REQUIRE(t.flatten(1).storage() != x.storage());
+  require_values(t.flatten(1)[0], {8}, {0, 1, 2, 3, 12, 13, 14, 15}, 0);
+  REQUIRE(t.flatten(0, 1).storage() != x.storage());
+  Tensor s = slice(x, 2, 1, 3);  // (2, 3, 2): axes 0 and 1 still chain (stride 12 = 3 x 4)
+  REQUIRE(s.flatten(0, 1).storage() == x.storage());
+  REQUIRE(s.flatten(0, 1).strides() == Shape{4, 1});
+  REQUIRE_THROWS_WITH(x.flatten(2, 1), Catch::Contains("flatten: start_dim 2 comes after end_dim 1 for shape [2, 3, 4]"));
+  REQUIRE_THROWS_WITH(x.flatten(0, 3), Catch::Contains("flatten: axis 3 out of range for shape [2, 3, 4]"));
+}
+
+TEST_CASE("squeeze without an axis drops every size-1 axis, as torch's x.squeeze()", "[shape]") {
+  Tensor x = iota({1, 3, 1, 2, 1});
+  Tensor q = squeeze(x);
+  REQUIRE(q.shape() == Shape{3, 2});
+  REQUIRE(q.storage() == x.storage());
+  REQUIRE(q.strides() == Shape{2, 1});
+  REQUIRE(x.squeeze().shape() == Shape{3, 2});
+  REQUIRE(iota({1, 1}).squeeze().shape() == Shape{});
+  REQUIRE(iota({3}).squeeze().shape() == Shape{3});
+  REQUIRE(Tensor::zeros({0, 1}).squeeze().shape() == Shape{0});
+  // A strided input stays a view: x.transpose(1, 3) is (1, 2, 1, 3, 1).
+  Tensor t = iota({1, 3, 1, 2, 1}).transpose(1, 3);
+  REQUIRE(t.squeeze().strides() == Shape{1, 2});
+  require_values(t.squeeze(), {2, 3}, {0, 2, 4, 1, 3, 5}, 0);
+  // The one-axis form keeps refusing an axis whose size is not 1 (stricter than torch).
+  REQUIRE_THROWS_WITH(squeeze(x, 1), Catch::Contains("squeeze: axis 1 of shape [1, 3, 1, 2, 1] is not 1"));
+}
+
 // ------------------------------------------------------------------------------------------
 // gradients
 
@@ -257,10 +304,17 @@ TEST_CASE("shape ops gradcheck", "[shape]") {
   require_gradcheck([](In in) { return unsqueeze(in[0], 1); }, {randn64({2, 3}, 12)});
   require_gradcheck([](In in) { return squeeze(in[0], -2); }, {randn64({2, 1, 3}, 13)});
   require_gradcheck([](In in) { return expand(in[0], {2, 3, 4}); }, {randn64({3, 1}, 14)});
+  require_gradcheck([](In in) { return flatten(in[0], 1); }, {randn64({2, 3, 4}, 18)});
+  require_gradcheck([](In in) { return squeeze(in[0]); }, {randn64({1, 3, 1, 2}, 19)});
   // Views of non-contiguous inputs.
   Tensor t = transpose(randn64({4, 3}, 15), 0, 1).detach().requires_grad_();
   require_gradcheck([](In in) { return reshape(in[0], {-1}); }, {t});
   require_gradcheck([](In in) { return slice(unsqueeze(in[0], 0), 2, 1, 3); }, {t});
+  require_gradcheck([](In in) { return in[0].flatten(); }, {t});  // a copy
+  require_gradcheck([](In in) { return mul(in[0].flatten(), in[0].flatten()); }, {t});  // used twice
+  require_gradcheck([](In in) { return unsqueeze(in[0], 1).squeeze() * in[0]; }, {t});
+  Tensor u = transpose(randn64({1, 4, 1, 3}, 20), 1, 3).detach().requires_grad_();  // (1, 3, 1, 4), strided
+  require_gradcheck([](In in) { return in[0].squeeze() + in[0].flatten(0, 2).squeeze(); }, {u});
   // view of non-contiguous data: a split piece; a transposed leaf, alone and used twice; two pieces
   // of one tensor, viewed as heads and multiplied (nanoGPT's q and k).
   require_gradcheck([](In in) { return view(split(in[0], 4, 2)[1], {2, 3, 2, 2}); }, {randn64({2, 3, 12}, 16)});
