@@ -163,6 +163,11 @@ inline Tensor operator~(const Tensor& a) { return logical_not(a); }
 /// cond ? a : b element-wise (torch.where); cond of any dtype (non-zero = true), a and b float
 /// tensors of one dtype; all three broadcast. Differentiable w.r.t. a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// torch.where(cond, a, 0.0) and torch.where(cond, 0.0, b): the scalar takes the tensor's dtype
+/// (rounded to it, as torch's type promotion does), which must be float32 or float64 (torch
+/// promotes an integer tensor to float32; heed refuses it). Differentiable w.r.t. the tensor.
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
 /// `value` where mask is true, else a (torch's x.masked_fill(mask, v)): mask (any dtype,
 /// non-zero = true) broadcasts to a's shape. No gradient reaches a through filled positions.
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);

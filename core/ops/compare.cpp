@@ -102,6 +102,16 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   }, {c});
 }
 
+// The scalar side of where: in the tensor's dtype, as torch.where(c, x, 0.0) keeps x's float dtype.
+static Tensor where_scalar(const Tensor& t, double s) {
+  HEED_CHECK(is_floating(t.dtype()), "where: a scalar takes the tensor's dtype, which must be float32 or float64, got ",
+             dtype_name(t.dtype()));
+  return Tensor::scalar(s, t.dtype());
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond, a, where_scalar(a, b)); }
+Tensor where(const Tensor& cond, double a, const Tensor& b) { return where(cond, where_scalar(b, a), b); }
+
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   const Shape shape = broadcast_shapes(a.shape(), mask.shape(), "masked_fill");
   HEED_CHECK(shape == a.shape(), "masked_fill: mask ", to_string(mask.shape()), " does not broadcast to ",

@@ -192,6 +192,33 @@ TEST_CASE("compare: comparisons and logical ops broadcast into bool tensors", "[
   REQUIRE((x.transpose(0, 1) > 2.5).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0, 1, 1});
 }
 
+// torch 1.13: c = torch.tensor([True, False, True]); x = torch.tensor([1.5, -2.0, 3.25])
+// torch.where(c, x, 0.1) -> float32 [1.5, 0.10000000149011612, 3.25]; torch.where(c, 0.1, x) ->
+// [0.10000000149011612, -2.0, 0.10000000149011612]; torch.where(c, x.double(), 0.1) -> float64
+// [1.5, 0.1, 3.25]; the gradient of torch.where(c, x, 0.0).sum() is c as 1s and 0s.
+TEST_CASE("where with a scalar: the scalar takes the tensor's dtype, as torch.where(c, x, 0.0)", "[index]") {
+  const Tensor c = Tensor({true, false, true});
+  const Tensor x = Tensor({1.5, -2.0, 3.25});
+  CHECK(where(c, x, 0.1).dtype() == DType::f32);
+  CHECK(where(c, x, 0.1).to_vector<float>() == std::vector<float>{1.5f, 0.1f, 3.25f});
+  CHECK(where(c, 0.1, x).to_vector<float>() == std::vector<float>{0.1f, -2.0f, 0.1f});
+  CHECK(where(c, x.to(DType::f64), 0.1).to_vector<double>() == std::vector<double>{1.5, 0.1, 3.25});
+  CHECK(where(c, x, 0).to_vector<float>() == std::vector<float>{1.5f, 0.0f, 3.25f});  // an int literal is the scalar
+  // Broadcasting: a (2, 1) condition against a (3) tensor.
+  require_values(where(Tensor({{true}, {false}}), Tensor({1.0, 2.0, 3.0}), -1.0), {2, 3}, {1, 2, 3, -1, -1, -1}, 0);
+  Tensor xl = x.detach().requires_grad_();
+  where(c, xl, 0.0).sum().backward();
+  require_values(xl.grad(), {3}, {1, 0, 1}, 0);
+  CHECK_THROWS_WITH(where(c, Tensor({1, 2, 3}), 0.0),
+                    Catch::Contains("where: a scalar takes the tensor's dtype, which must be float32 or float64, got int64"));
+  // float64 gradchecks: a transposed input, on either side, and an input used twice.
+  const Tensor cond = Tensor({{true, false, true}, {false, false, true}});
+  const Tensor t = randn64({3, 2}, 31).transpose(0, 1).detach().requires_grad_();  // (2, 3), strided
+  require_gradcheck([&](const std::vector<Tensor>& in) { return where(cond, in[0], 0.5); }, {t});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return where(cond, -0.5, in[0]); }, {t});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return where(cond, in[0], 0.0) * where(cond, 2.0, in[0]); }, {t});
+}
+
 // A float32 tensor against a double scalar compares with the scalar rounded to float32, as torch
 // does (torch 1.13: x = torch.tensor([0.1, 0.2, 0.3]); x > 0.1 -> [False, True, True];
 // x == 0.3 -> [False, False, True]; x <= 0.3 -> all True; x.masked_fill(x == 0.2, -1.) ->
