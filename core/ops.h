@@ -36,6 +36,14 @@ Tensor sqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor gelu(const Tensor& a);  ///< exact: 0.5 x (1 + erf(x / sqrt 2)), as torch's default
+/// torch's `approximate=` argument of F.gelu and nn.GELU: "none" (the exact form above) or "tanh".
+enum class GeluApproximation { none, tanh };
+/// gelu(a, GeluApproximation::tanh) is F.gelu(x, approximate="tanh"), GPT-2's gelu_new:
+/// 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), computed as x sigmoid(2u), which does
+/// not cancel for x < 0 (torch's float32 form returns 0 from x = -5.5 on, where heed keeps the
+/// tail; values differ by under 4e-7 and gradients by under 1e-6 absolute, torch's rounding).
+/// GeluApproximation::none is gelu(a).
+Tensor gelu(const Tensor& a, GeluApproximation approximate);
 Tensor sigmoid(const Tensor& a);  ///< 1 / (1 + e^-x)
 Tensor silu(const Tensor& a);     ///< x sigmoid(x), computed as torch's x / (1 + e^-x) (F.silu, SwiGLU's gate)
 Tensor sin(const Tensor& a);

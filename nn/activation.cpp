@@ -13,7 +13,7 @@ Tensor apply_activation(Activation act, const Tensor& x) {
   return Tensor();
 }
 
-Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 

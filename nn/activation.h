@@ -1,6 +1,7 @@
 // heed::nn: activation functions as modules (no parameters).
 #pragma once
 
+#include "core/ops.h"
 #include "core/tensor.h"
 #include "nn/module.h"
 
@@ -11,11 +12,17 @@ enum class Activation { gelu, relu };
 /// Applies `act` elementwise (heed::gelu, exact erf form, or heed::relu).
 Tensor apply_activation(Activation act, const Tensor& x);
 
-/// The exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as torch.nn.GELU().
+/// GELU, as torch.nn.GELU(approximate): the exact 0.5 x (1 + erf(x / sqrt 2)) by default, or with
+/// GeluApproximation::tanh the tanh form, nn.GELU(approximate="tanh") (GPT-2's gelu_new).
 class GELU : public Module {
  public:
+  explicit GELU(GeluApproximation approximate = GeluApproximation::none) : approximate_(approximate) {}
   /// Elementwise GELU.
   Tensor forward(const Tensor& x);
+  GeluApproximation approximate() const { return approximate_; }
+
+ private:
+  GeluApproximation approximate_;
 };
 
 /// max(x, 0), as torch.nn.ReLU().

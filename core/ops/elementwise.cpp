@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
+#include <type_traits>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -339,6 +341,48 @@ Tensor gelu(const Tensor& a) {
     return std::vector<Tensor>{simd_binary_map(g, a, "gelu_backward", [](auto gv, auto x) {
       const auto [cdf, pdf] = detail::normal_cdf_pdf(x);
       return gv * (cdf + x * pdf);
+    })};
+  }, {a});
+}
+
+// GELU's tanh approximation and its derivative, lane by lane: with u = sqrt(2 / pi) (x + 0.044715 x^3),
+// 0.5 (1 + tanh(u)) = sigmoid(2u), taken from t = exp(-2|u|) <= 1 (no overflow, and no 1 + tanh(u)
+// cancelling for x < 0): sigmoid(2u) = 1 / (1 + t) for u >= 0, t / (1 + t) otherwise, and
+// sigmoid' = t / (1 + t)^2. y = x s; dy/dx = s + 2 x s' u'. Where t underflows to 0 the second term
+// is 0 (x u' alone may overflow to inf, or be infinite: 0 * inf would be NaN); a NaN x stays NaN.
+template <class B>
+struct GeluTanh {
+  B value, slope;
+};
+template <class T, class A>
+static GeluTanh<xsimd::batch<T, A>> gelu_tanh_lanes(xsimd::batch<T, A> x) {
+  using B = xsimd::batch<T, A>;
+  const B beta(static_cast<T>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi)), kappa(static_cast<T>(0.044715));
+  const B x2 = x * x;
+  const B u = beta * (x + kappa * x2 * x);
+  const B t = detail::exp_lanes(B(-2) * xsimd::abs(u));
+  const B r = B(1) / (B(1) + t);
+  const B s = xsimd::select(u < B(0), t * r, r);
+  const B term = B(2) * x * (t * r * r) * (beta * (B(1) + B(3) * kappa * x2));
+  return {x * s, s + xsimd::select(t == B(0), B(0), term)};
+}
+// One number through a batch, as normal_cdf_pdf: a loop's scalar tail gives its batches' bits.
+template <class T>
+  requires std::is_floating_point_v<T>
+static GeluTanh<T> gelu_tanh_lanes(T x) {
+  const auto r = gelu_tanh_lanes(xsimd::batch<T>(x));
+  alignas(64) T value[xsimd::batch<T>::size], slope[xsimd::batch<T>::size];
+  r.value.store_aligned(value);
+  r.slope.store_aligned(slope);
+  return {value[0], slope[0]};
+}
+
+Tensor gelu(const Tensor& a, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::none) return gelu(a);
+  Tensor out = simd_unary_map(a, [](auto x) { return gelu_tanh_lanes(x).value; });
+  return record("gelu_tanh", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{simd_binary_map(g, a, "gelu_tanh_backward", [](auto gv, auto x) {
+      return gv * gelu_tanh_lanes(x).slope;
     })};
   }, {a});
 }

@@ -373,6 +373,7 @@ TEST_CASE("float64 gradchecks of the scalar and pointwise ops", "[elementwise]")
       {"tanh", [](const Tensor& a) { return tanh(a); }, 0},
       {"relu", [](const Tensor& a) { return relu(a); }, 1},
       {"gelu", [](const Tensor& a) { return gelu(a); }, 0},
+      {"gelu tanh", [](const Tensor& a) { return gelu(a, GeluApproximation::tanh); }, 0},
       {"sigmoid", [](const Tensor& a) { return sigmoid(a); }, 0},
       {"silu", [](const Tensor& a) { return silu(a); }, 0},
       {"sin", [](const Tensor& a) { return sin(a); }, 0},
@@ -611,6 +612,167 @@ TEST_CASE("float32 GELU gives one value for one input, in the batches and in the
     const std::vector<float> y = gelu(Tensor::full({35}, v, DType::f32)).to_vector<float>();
     for (float e : y) REQUIRE(std::memcmp(&e, &y[0], sizeof e) == 0);
   }
+}
+
+// GELU's tanh approximation against torch 1.13 (/usr/bin/python3):
+//   xs = [i * 0.5 for i in range(-20, 21)] + [-0.1, 0.1, -0.01, 1e-3, -3.3, 2.7]
+//   for dt in (torch.float64, torch.float32):
+//     x = torch.tensor(xs, dtype=dt, requires_grad=True); y = F.gelu(x, approximate="tanh")
+//     y.backward(torch.ones_like(y)); print(y.tolist(), x.grad.tolist())
+// torch computes 0.5 x (1 + tanh(u)), which cancels for x < 0: in float32 it returns 0 from
+// x = -5.5 on (the value there is -5.9e-9) and is off by up to 7e-8 (values) and 5e-7 (gradients)
+// near x = -5; in float64 it returns 0 from x = -7.5 on. heed's x sigmoid(2u) keeps the tail, so
+// float32 is checked against torch's float32 within those absolute errors, and float64 within a
+// float64 rounding of the terms (|x| 1e-16).
+namespace gelu_tanh_ref {
+const std::vector<double> xs = {
+    -10.0, -9.5, -9.0, -8.5, -8.0, -7.5, -7.0, -6.5, -6.0, -5.5, -5.0, -4.5, -4.0, -3.5, -3.0, -2.5, -2.0, -1.5,
+    -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 8.5, 9.0, 9.5,
+    10.0, -0.1, 0.1, -0.01, 0.001, -3.3, 2.7};
+const std::vector<double> y64 = {
+    -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -2.3314683517128287e-15, -6.27831120425526e-13, -8.43964897967453e-11,
+    -5.927640267522349e-09, -2.2917961972623857e-07, -5.136737411925996e-06, -7.024594819227126e-05,
+    -0.0006161976553737403, -0.0036373920817729943, -0.015084266089998577, -0.04540230591222494,
+    -0.10042842301976707, -0.1588080093917233, -0.15428599017485606, 0.0, 0.34571400982514394, 0.8411919906082768,
+    1.3995715769802328, 1.954597694087775, 2.484915733910001, 2.996362607918227, 3.499383802344626,
+    3.9999297540518075, 4.499994863262588, 4.999999770820381, 5.499999994072359, 5.9999999999156035,
+    6.499999999999372, 6.999999999999997, 7.5, 8.0, 8.5, 9.0, 9.5, 10.0, -0.04601724895456484, 0.053982751045435165,
+    -0.0049601064401444276, 0.000500398942213582, -0.0013112281183358498, 2.6911124053605326};
+const std::vector<double> g64 = {
+    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.7842558190908887e-14, -6.583528748372494e-12, -7.709976012836329e-10,
+    -4.676552813680803e-08, -1.5463619879596227e-06, -2.9322270442568694e-05, -0.00033512319712218684,
+    -0.0024226437601167334, -0.011584166630969648, -0.03795157621266618, -0.0860992566236183, -0.12771079315143308,
+    -0.08296408384578258, 0.13263009646535764, 0.5, 0.8673699035346424, 1.0829640838457826, 1.127710793151433,
+    1.0860992566236183, 1.037951576212666, 1.0115841666309695, 1.0024226437601167, 1.000335123197122,
+    1.0000293222704426, 1.000001546361988, 1.0000000467655281, 1.0000000007709977, 1.0000000000065836,
+    1.0000000000000278, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.4204782107282433, 0.5795217892717567, 0.49202142166375923,
+    0.500797884293525, -0.0047497144977223715, 1.0246678654351904};
+const std::vector<double> y32 = {
+    -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -2.980232238769531e-07, -5.0961971282958984e-06,
+    -7.021427154541016e-05, -0.0006161481142044067, -0.0036374330520629883, -0.015084296464920044,
+    -0.04540228843688965, -0.10042843222618103, -0.15880799293518066, -0.1542859971523285, 0.0, 0.3457140028476715,
+    0.8411920070648193, 1.3995715379714966, 1.9545977115631104, 2.4849157333374023, 2.9963626861572266,
+    3.4993836879730225, 3.999929904937744, 4.49999475479126, 4.999999523162842, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 8.5,
+    9.0, 9.5, 10.0, -0.046017248183488846, 0.053982753306627274, -0.00496010622009635, 0.0005003989790566266,
+    -0.0013112693559378386, 2.6911122798919678};
+const std::vector<double> g32 = {
+    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.010875732594286e-06, -2.909085560531821e-05,
+    -0.00033497207914479077, -0.0024224489461630583, -0.011584296822547913, -0.03795165196061134,
+    -0.08609922230243683, -0.12771081924438477, -0.08296409249305725, 0.1326301097869873, 0.5, 0.8673698902130127,
+    1.0829640626907349, 1.1277108192443848, 1.0860992670059204, 1.0379517078399658, 1.0115842819213867,
+    1.0024224519729614, 1.0003349781036377, 1.0000290870666504, 1.0000020265579224, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0,
+    1.0, 1.0, 1.0, 1.0, 0.4204781949520111, 0.5795217752456665, 0.4920214116573334, 0.5007978677749634,
+    -0.004749863874167204, 1.024667739868164};
+}  // namespace gelu_tanh_ref
+
+TEST_CASE("gelu(x, tanh) is torch's F.gelu(x, approximate='tanh') in float64 and float32, values and gradients", "[elementwise]") {
+  using namespace gelu_tanh_ref;
+  const int64_t n = static_cast<int64_t>(xs.size());
+  for (DType dt : {DType::f64, DType::f32}) {
+    const bool f64 = dt == DType::f64;
+    Tensor x = Tensor::from_vector(xs, {n}).to(dt).requires_grad_();
+    Tensor y = gelu(x, GeluApproximation::tanh);
+    y.backward(Tensor::ones({n}, dt));
+    const std::vector<double> yv = y.to_vector<double>(), gv = x.grad().to_vector<double>();
+    const std::vector<double>& ty = f64 ? y64 : y32;
+    const std::vector<double>& tg = f64 ? g64 : g32;
+    for (int64_t i = 0; i < n; ++i) {
+      INFO(dtype_name(dt) << " x = " << xs[i] << ": heed " << yv[i] << ", " << gv[i] << "; torch " << ty[i] << ", " << tg[i]);
+      const double rel = f64 ? 1e-14 : 1e-6;
+      CHECK(yv[i] == Approx(ty[i]).epsilon(rel).margin(f64 ? 2e-15 : 4e-7));
+      CHECK(gv[i] == Approx(tg[i]).epsilon(rel).margin(f64 ? 2e-14 : 1e-6));
+    }
+  }
+  // Away from torch's cancellation (x > -4) float32 agrees with torch's float64 to a few float
+  // roundings, times 1 + 2|u| (exp(-2|u|) carries u's rounding times 2|u|).
+  Tensor x32 = Tensor::from_vector(xs, {n}).to(DType::f32).requires_grad_();
+  gelu(x32, GeluApproximation::tanh).backward(Tensor::ones({n}, DType::f32));
+  const std::vector<double> y = gelu(x32, GeluApproximation::tanh).to_vector<double>(), g = x32.grad().to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (xs[i] <= -4) continue;
+    INFO("x = " << xs[i]);
+    const double u = std::abs(0.7978845608028654 * (xs[i] + 0.044715 * xs[i] * xs[i] * xs[i]));
+    const double rel = 4 * (1 + 2 * u) * std::ldexp(1.0, -24);
+    CHECK(y[i] == Approx(y64[i]).epsilon(rel).margin(1e-9));
+    CHECK(g[i] == Approx(g64[i]).epsilon(rel).margin(1e-9));
+  }
+  // The exact form stays the default, and GeluApproximation::none is it.
+  const Tensor w = Tensor::from_vector(xs, {n}).to(DType::f32);
+  CHECK(gelu(w, GeluApproximation::none).to_vector<float>() == gelu(w).to_vector<float>());
+  CHECK(gelu(w, GeluApproximation::tanh).to_vector<float>() != gelu(w).to_vector<float>());
+}
+
+TEST_CASE("gelu(x, tanh) in float32 keeps float64's value and gradient to a few float ulps from -10 to 10", "[elementwise]") {
+  std::vector<double> grid;
+  for (int k = -80000; k <= 80000; ++k) grid.push_back(k / 8000.0);
+  const int64_t n = static_cast<int64_t>(grid.size());
+  Tensor x32 = Tensor::from_vector(grid, {n}).to(DType::f32).requires_grad_();
+  Tensor x64 = x32.detach().to(DType::f64).requires_grad_();  // the same points
+  gelu(x32, GeluApproximation::tanh).backward(Tensor::ones({n}, DType::f32));
+  gelu(x64, GeluApproximation::tanh).backward(Tensor::ones({n}, DType::f64));
+  const std::vector<double> y32 = gelu(x32, GeluApproximation::tanh).to_vector<double>();
+  const std::vector<double> y64 = gelu(x64, GeluApproximation::tanh).to_vector<double>();
+  const std::vector<double> d32 = x32.grad().to_vector<double>(), d64 = x64.grad().to_vector<double>();
+  const std::vector<double> xv = x64.to_vector<double>();
+  double worst_y = 0, worst_d = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    // exp(-2|u|) carries u's rounding times 2|u| (87 at |x| = 10): the bound scales with it.
+    const double u = std::abs(0.7978845608028654 * (xv[i] + 0.044715 * xv[i] * xv[i] * xv[i]));
+    const double scale = (1 + 2 * u) * std::ldexp(1.0, -24);
+    if (y64[i] != 0) worst_y = std::max(worst_y, std::abs(y32[i] - y64[i]) / std::abs(y64[i]) / scale);
+    // The gradient relative to the sum of its terms' sizes (it crosses 0 near x = -0.75).
+    const double s = std::abs(y64[i] / (xv[i] == 0 ? 1 : xv[i]));
+    worst_d = std::max(worst_d, std::abs(d32[i] - d64[i]) / ((s + std::abs(d64[i] - s)) * scale + 1e-30));
+  }
+  INFO(n << " points; worst error of the values " << worst_y << ", of the gradients " << worst_d
+          << " (in units of (1 + 2|u|) 2^-24, relative)");
+  CHECK(worst_y <= 8);  // measured 2.6 (values) and 2.4 (gradients) with GCC 12 on AVX-512
+  CHECK(worst_d <= 8);
+}
+
+// torch 1.13, F.gelu(x, approximate="tanh") and its gradient at inf, -inf, nan, 1e20, -1e20, 30, -30, -0:
+// float32 [inf, nan, nan, 1e20, -0, 30, -0, -0], gradients [nan, nan, nan, nan, nan, 1, 0, 0.5];
+// float64 the same values, gradients [nan, nan, nan, 1, 0, 1, 0, 0.5].
+TEST_CASE("gelu(x, tanh) at +-inf, NaN and huge inputs: torch's values, and the gradient's limits where torch's overflows to NaN",
+          "[elementwise]") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dt));
+    // 35 elements: the batches and the scalar tail see every value.
+    std::vector<double> v;
+    for (int r = 0; r < 5; ++r)
+      for (double e : {double(INFINITY), -double(INFINITY), double(NAN), 1e20, -1e20, 30.0, -30.0}) v.push_back(e);
+    Tensor x = Tensor::from_vector(v, {35}).to(dt).requires_grad_();
+    const std::vector<double> y = gelu(x, GeluApproximation::tanh).to_vector<double>();
+    gelu(x, GeluApproximation::tanh).backward(Tensor::ones({35}, dt));
+    const std::vector<double> g = x.grad().to_vector<double>();
+    for (int i = 0; i < 35; i += 7) {
+      CHECK(y[i] == INFINITY);
+      CHECK(std::isnan(y[i + 1]));  // -inf * 0, as torch
+      CHECK(std::isnan(y[i + 2]));
+      CHECK(y[i + 3] == Approx(1e20));
+      CHECK((y[i + 4] == 0 && std::signbit(y[i + 4])));
+      CHECK(y[i + 5] == 30);
+      CHECK((y[i + 6] == 0 && std::signbit(y[i + 6])));
+      CHECK(g[i] == 1);  // torch: NaN (inf * 0 in its formula)
+      CHECK(g[i + 1] == 0);  // torch: NaN
+      CHECK(std::isnan(g[i + 2]));
+      CHECK(g[i + 3] == 1);  // torch's float64; its float32 overflows x^3 to NaN
+      CHECK(g[i + 4] == 0);
+      CHECK(g[i + 5] == 1);
+      CHECK(g[i + 6] == 0);
+    }
+  }
+  const std::vector<double> z = gelu(Tensor::full({3}, -0.0, DType::f64), GeluApproximation::tanh).to_vector<double>();
+  CHECK((z[0] == 0 && std::signbit(z[0])));
+}
+
+TEST_CASE("gelu(x, tanh) float64 gradchecks from -10 to 10, a strided input and an input used twice", "[elementwise]") {
+  const auto g = [](const Tensor& a) { return gelu(a, GeluApproximation::tanh); };
+  require_gradcheck([&](const std::vector<Tensor>& in) { return g(in[0]); }, {rand64({4, 10}, 520, -10.0, 10.0)});
+  const Tensor t = rand64({6, 5}, 521, -6.0, 6.0).transpose(0, 1).detach().requires_grad_();  // (5, 6), strided
+  require_gradcheck([&](const std::vector<Tensor>& in) { return g(in[0]); }, {t});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return g(in[0]) * g(in[0] * 2.0); }, {t});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return g(slice(in[0], 1, 1, 4)) + in[0].sum(1, true); }, {t});
 }
 
 TEST_CASE("sum_to and expand: values and gradchecks", "[elementwise]") {

@@ -379,6 +379,23 @@ TEST_CASE("GELU and ReLU modules match PyTorch, gradchecks", "[layers]") {
   require_gradcheck([&](const std::vector<Tensor>& in) { return relu_m.forward(in[0]); }, {x64});
 }
 
+// x = wave(8, 0.05, 3.0) - 1.2; show("gelu_tanh", nn.GELU(approximate="tanh")(x))
+TEST_CASE("GELU(GeluApproximation::tanh) is nn.GELU(approximate='tanh'), gradcheck, and the default stays exact", "[layers]") {
+  Tensor x = wave({8}, 0.05, 3.0, DType::f32, -1.2);
+  nn::GELU tanh_m(GeluApproximation::tanh), exact_m;
+  REQUIRE(tanh_m.approximate() == GeluApproximation::tanh);
+  REQUIRE(exact_m.approximate() == GeluApproximation::none);
+  require_values(tanh_m.forward(x), {8},
+                 {-0.154366137, 0.0118568953, 0.767147532, 1.45637292, 1.73249618, 1.55577779, 0.946239333,
+                  0.144459108}, 1e-6);
+  REQUIRE(tanh_m.forward(x).to_vector<float>() == gelu(x, GeluApproximation::tanh).to_vector<float>());
+  REQUIRE(exact_m.forward(x).to_vector<float>() == gelu(x).to_vector<float>());
+  REQUIRE(tanh_m.named_parameters().empty());
+  Tensor x64 = wave({3, 8}, 0.05, 3.0, DType::f64, -1.2).transpose(0, 1).detach().requires_grad_();  // strided
+  require_gradcheck([&](const std::vector<Tensor>& in) { return tanh_m.forward(in[0]); }, {x64});
+  require_gradcheck([&](const std::vector<Tensor>& in) { return tanh_m.forward(in[0]) * in[0]; }, {x64});
+}
+
 // ------------------------------------------------------------------------------------ FeedForward
 
 TEST_CASE("FeedForward has nanoGPT's MLP names and matches PyTorch (GELU and ReLU)", "[layers]") {
