@@ -102,6 +102,7 @@ Tensor record_saving(const char* name, Tensor out, std::vector<Tensor> inputs, B
   bool needed = false;
   for (const auto& in : inputs) needed |= in.defined() && in.requires_grad();
   if (!needed) return out;
+  HEED_CHECK(backward != nullptr, "record: op '", name, "' was given an empty backward function");
   // The output becomes a fresh handle: `out` may be a view sharing an impl with someone else's.
   Tensor result = out.grad_fn() || out.requires_grad() ? out.detach() : out;
   std::vector<Node::Saved> notes = note_saved(saved, n_saved, inputs, result);

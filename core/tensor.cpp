@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <ostream>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/autograd.h"
@@ -157,6 +158,12 @@ Tensor Tensor::from_vector(std::initializer_list<double> values, const Shape& sh
   return from_values(std::vector<double>(values), shape).to(dtype);
 }
 
+TensorLiteral::TensorLiteral(long v) : values_{double(v)}, kind_(Kind::integer) {
+  constexpr long kExact = long{1} << 53;  // every integer up to here is a double
+  HEED_CHECK(v >= -kExact && v <= kExact, "tensor literal: the integer ", v,
+             " is past 2^53, which a literal would round; use Tensor::from_vector(std::vector<int64_t>{...}, shape)");
+}
+
 TensorLiteral::TensorLiteral(std::initializer_list<TensorLiteral> items) : kind_(Kind::boolean) {
   const TensorLiteral* first = items.size() ? items.begin() : nullptr;
   shape_ = {static_cast<int64_t>(items.size())};
@@ -282,13 +289,26 @@ static void for_each_offset(const Tensor& t, F&& f) {
   }
 }
 
+// An element converted to T. Float to integer only when the value fits: a NaN, an infinity or a
+// value past the type's range is undefined behaviour in C++ (on x86 it became INT64_MIN), and
+// torch's fill_ refuses it too ("cannot be converted to type int64_t without overflow").
+template <class T, class S>
+T convert_element(S v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_floating_point_v<S>) {
+    constexpr double limit = std::is_same_v<T, int32_t> ? 2147483648.0 : 9223372036854775808.0;  // 2^31, 2^63
+    HEED_CHECK(v >= -limit && v < limit, "the value ", static_cast<double>(v), " cannot be converted to ",
+               std::is_same_v<T, int32_t> ? "int32" : "int64", " without overflow");  // NaN fails both
+  }
+  return static_cast<T>(v);
+}
+
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   std::vector<T> out;
   out.reserve(numel());
   visit_any_dtype(dtype(), [&]<class S>() {
     const S* base = static_cast<const S*>(storage()->data());
-    for_each_offset(*this, [&](int64_t off) { out.push_back(static_cast<T>(base[off])); });
+    for_each_offset(*this, [&](int64_t off) { out.push_back(convert_element<T>(base[off])); });
   });
   return out;
 }
@@ -363,15 +383,16 @@ void Tensor::copy_(const Tensor& src) {
       if (numel()) std::memcpy(base + offset(), src.data<T>(), numel() * sizeof(T));
       return;
     }
-    // Through a buffer of src's own type (src may overlap this view), each element cast once from
-    // its type to ours: an int64 past 2^53 is not rounded through a double on the way.
+    // Through a buffer (src may overlap this view), each element converted once from its type to
+    // ours, all of them before any is written (a float that no integer holds is refused with this
+    // tensor unchanged): an int64 past 2^53 is not rounded through a double on the way.
     visit_any_dtype(src.dtype(), [&]<class S>() {
       const S* from = static_cast<const S*>(src.storage()->data());
-      std::vector<S> vals;
+      std::vector<T> vals;
       vals.reserve(static_cast<size_t>(src.numel()));
-      for_each_offset(src, [&](int64_t off) { vals.push_back(from[off]); });
+      for_each_offset(src, [&](int64_t off) { vals.push_back(convert_element<T>(from[off])); });
       size_t k = 0;
-      for_each_offset(*this, [&](int64_t off) { base[off] = static_cast<T>(vals[k++]); });
+      for_each_offset(*this, [&](int64_t off) { base[off] = vals[k++]; });
     });
   });
 }
@@ -381,7 +402,7 @@ void Tensor::fill_(double value) {
   increment_version();
   visit_any_dtype(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
-    const T v = static_cast<T>(value);
+    const T v = convert_element<T>(value);
     if (is_contiguous()) {
       std::fill(base + offset(), base + offset() + numel(), v);
     } else {

@@ -59,7 +59,8 @@ class Generator;
 class TensorLiteral {
  public:
   TensorLiteral(int v) : values_{double(v)}, kind_(Kind::integer) {}
-  TensorLiteral(long v) : values_{double(v)}, kind_(Kind::integer) {}
+  /// Held as a double: a value past +-2^53 would round, so it is refused (use from_vector<int64_t>).
+  TensorLiteral(long v);
   TensorLiteral(float v) : values_{v}, kind_(Kind::floating) {}
   TensorLiteral(double v) : values_{v}, kind_(Kind::floating) {}
   TensorLiteral(bool v) : values_{v ? 1.0 : 0.0}, kind_(Kind::boolean) {}

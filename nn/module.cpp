@@ -10,6 +10,8 @@ namespace heed::nn {
 void Module::check_name(const std::string& name) const {
   HEED_CHECK(!name.empty() && name.find('.') == std::string::npos,
              "Module: invalid name '", name, "' (must be non-empty and contain no '.')");
+  HEED_CHECK(name != "__metadata__", "Module: '__metadata__' cannot name a parameter, buffer or child: a safetensors "
+             "file keeps its metadata under that key");
   for (const auto& [n, _] : params_) HEED_CHECK(n != name, "Module: name '", name, "' registered twice");
   for (const auto& [n, _] : buffers_) HEED_CHECK(n != name, "Module: name '", name, "' registered twice");
   for (const auto& [n, _] : children_) HEED_CHECK(n != name, "Module: name '", name, "' registered twice");
@@ -91,6 +93,7 @@ Module::LoadResult Module::load_state_dict(const NamedTensors& dict, bool strict
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [n, t] : dict) {
     HEED_CHECK(given.emplace(n, &t).second, "load_state_dict: key '", n, "' appears twice");
+    HEED_CHECK(t.defined(), "load_state_dict: key '", n, "' holds an undefined tensor");
   }
   NamedTensors mine = state_dict();
   std::unordered_set<std::string> known;

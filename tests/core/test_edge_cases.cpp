@@ -128,3 +128,34 @@ TEST_CASE("empty tensors and out-of-range int64 ids end in the right message", "
   REQUIRE_THROWS_WITH(cross_entropy(Tensor::zeros({1, 3}), Tensor::from_vector(std::vector<int64_t>{-far}, {1})),
                       Contains("cross_entropy: id -4294967296 is out of range"));
 }
+
+TEST_CASE("conversions and literals never round or overflow silently", "[edge]") {
+  // A float that no integer holds: undefined behaviour in C++ (INT64_MIN on x86); refused, as
+  // torch's fill_ refuses it, with the destination unchanged.
+  Tensor i = Tensor::zeros({3}, DType::i64);
+  REQUIRE_THROWS_WITH(i.fill_(std::nan("")), Contains("cannot be converted to int64 without overflow"));
+  REQUIRE_THROWS_WITH(i.copy_(Tensor::from_vector(std::vector<double>{1.0, 1e300, 2.0}, {3})),
+                      Contains("the value 1e+300 cannot be converted to int64"));
+  REQUIRE(i.to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
+  REQUIRE_THROWS_WITH(Tensor::full({2}, INFINITY, DType::i32), Contains("int32 without overflow"));
+  REQUIRE_THROWS_WITH(Tensor::from_vector(std::vector<float>{3e9f}, {1}).to(DType::i32), Contains("int32"));
+  REQUIRE(Tensor::from_vector(std::vector<double>{-2.7, 2147483647.0}, {2}).to(DType::i32).to_vector<int64_t>() ==
+          std::vector<int64_t>{-2, 2147483647});  // truncated toward zero, as torch
+  // An integer literal past 2^53 would round through the double it is held in.
+  REQUIRE_THROWS_WITH(Tensor({9007199254740993L}), Contains("past 2^53"));
+  REQUIRE(Tensor({9007199254740992L}).to_vector<int64_t>() == std::vector<int64_t>{9007199254740992L});
+}
+
+TEST_CASE("record, load_state_dict and module names refuse what would fail later", "[edge]") {
+  Tensor x = Tensor::ones({2}).requires_grad_();
+  REQUIRE_THROWS_WITH(record("mine", mul(x, 1.0).detach(), {x}, BackwardFn()),
+                      Contains("record: op 'mine' was given an empty backward function"));
+  nn::Linear lin(2, 2);
+  REQUIRE_THROWS_WITH(lin.load_state_dict({{"weight", Tensor()}, {"bias", Tensor::zeros({2})}}),
+                      Contains("key 'weight' holds an undefined tensor"));
+  struct Named : nn::Module {
+    Tensor meta;
+    Named() { register_buffer("__metadata__", meta, Tensor::zeros({1})); }
+  };
+  REQUIRE_THROWS_WITH(Named(), Contains("'__metadata__' cannot name"));
+}
