@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -183,7 +184,14 @@ class Pool {
   }
 
   void ensure_workers(int n) {
-    while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { work(); });
+    while (static_cast<int>(workers_.size()) < n) {
+      try {
+        workers_.emplace_back([this] { work(); });
+      } catch (const std::system_error& e) {  // a set_num_threads(20000) past what the system gives
+        detail::fail("cannot start thread ", workers_.size() + 2, " of the ", n + 1, " that set_num_threads asked for (",
+                     e.what(), "): ask for fewer");
+      }
+    }
   }
 
   // Whether this worker may join job `tag`: each job admits `workers` of them (run()). places_
