@@ -21,7 +21,8 @@ static Shape infer_shape(Shape shape, int64_t numel, const char* op, const Shape
       infer = static_cast<int64_t>(i);
     } else {
       HEED_CHECK(shape[i] >= 0, op, ": negative dimension in target shape ", to_string(shape));
-      known *= shape[i];
+      HEED_CHECK(!__builtin_mul_overflow(known, shape[i], &known), op, ": target shape ", to_string(shape),
+                 ": its element count overflows int64");
     }
   }
   if (infer >= 0) {
