@@ -371,10 +371,7 @@ template <class T>
   requires std::is_floating_point_v<T>
 static GeluTanh<T> gelu_tanh_lanes(T x) {
   const auto r = gelu_tanh_lanes(xsimd::batch<T>(x));
-  alignas(64) T value[xsimd::batch<T>::size], slope[xsimd::batch<T>::size];
-  r.value.store_aligned(value);
-  r.slope.store_aligned(slope);
-  return {value[0], slope[0]};
+  return {detail::first_lane(r.value), detail::first_lane(r.slope)};
 }
 
 Tensor gelu(const Tensor& a, GeluApproximation approximate) {

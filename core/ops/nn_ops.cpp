@@ -329,8 +329,9 @@ Tensor masked_fill(const Tensor& a, const std::vector<uint8_t>& mask, const Shap
 // ------------------------------------------------------------------------------------------
 // cross_entropy
 
-Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, int32_t ignore_index) {
-  HEED_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", to_string(logits.shape()));
+// The targets of logits (N, C) checked, one per row, each a class or ignore_index; returns how
+// many are not ignored (the mean's divisor).
+static int64_t count_valid_targets(const Tensor& logits, const std::vector<int32_t>& targets, int32_t ignore_index) {
   const int64_t N = logits.size(0), C = logits.size(1);
   HEED_CHECK(static_cast<int64_t>(targets.size()) == N, "cross_entropy: ", targets.size(),
              " targets for logits ", to_string(logits.shape()));
@@ -342,6 +343,13 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, 
                " classes (logits ", to_string(logits.shape()), ", ignore_index ", ignore_index, ")");
     ++n_valid;
   }
+  return n_valid;
+}
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, int32_t ignore_index) {
+  HEED_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", to_string(logits.shape()));
+  const int64_t N = logits.size(0), C = logits.size(1);
+  const int64_t n_valid = count_valid_targets(logits, targets, ignore_index);
   const Tensor x = contiguous_data(logits);
   const DType dtype = logits.dtype();
   Tensor rmax = Tensor::empty({N}, dtype), rinv = Tensor::empty({N}, dtype);
@@ -486,20 +494,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
   HEED_CHECK(targets.dim() == 1, "cross_entropy: targets must be 1-D (N), got ", to_string(targets.shape()));
   HEED_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", to_string(logits.shape()));
   const std::vector<int32_t> ids = ids_of(targets, "cross_entropy");
-  const int64_t N = logits.size(0), C = logits.size(1);
-  HEED_CHECK(static_cast<int64_t>(ids.size()) == N, "cross_entropy: ", ids.size(), " targets for logits ",
-             to_string(logits.shape()));
+  const int64_t N = logits.size(0);
+  const int64_t n_valid = count_valid_targets(logits, ids, o.ignore_index);
   std::vector<int64_t> gather_ids(ids.size());
   std::vector<uint8_t> ignored(ids.size());
-  int64_t n_valid = 0;
   for (int64_t r = 0; r < N; ++r) {
-    const int32_t t = ids[r];
-    ignored[r] = t == o.ignore_index;
-    if (ignored[r]) continue;  // gathers class 0, then masked to 0
-    HEED_CHECK(t >= 0 && t < C, "cross_entropy: target ", t, " in row ", r, " is out of range for ", C,
-               " classes (logits ", to_string(logits.shape()), ", ignore_index ", o.ignore_index, ")");
-    gather_ids[r] = t;
-    ++n_valid;
+    ignored[r] = ids[r] == o.ignore_index;
+    gather_ids[r] = ignored[r] ? 0 : ids[r];  // an ignored row gathers class 0, then is masked to 0
   }
   const Tensor lp = log_softmax(logits, 1);
   Tensor loss = neg(squeeze(gather(lp, 1, Tensor::from_vector(gather_ids, {N, 1})), 1));

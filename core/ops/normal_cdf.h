@@ -99,10 +99,7 @@ template <class T>
   requires std::is_floating_point_v<T>
 inline NormalCdfPdf<T> normal_cdf_pdf(T x) {
   const auto r = normal_cdf_pdf(xsimd::batch<T>(x));
-  alignas(64) T cdf[xsimd::batch<T>::size], pdf[xsimd::batch<T>::size];
-  r.cdf.store_aligned(cdf);
-  r.pdf.store_aligned(pdf);
-  return {cdf[0], pdf[0]};
+  return {first_lane(r.cdf), first_lane(r.pdf)};
 }
 
 }  // namespace heed::detail

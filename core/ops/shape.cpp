@@ -68,23 +68,30 @@ static std::optional<Shape> view_strides(const Shape& from, const Shape& strides
   return out;
 }
 
-Tensor view(const Tensor& a, Shape shape) {
-  shape = infer_shape(std::move(shape), a.numel(), "view", a.shape());
-  const std::optional<Shape> strides = view_strides(a.shape(), a.strides(), shape);
-  HEED_CHECK(strides.has_value(), "view: input of shape ", to_string(a.shape()), " with strides ",
-             to_string(a.strides()), " cannot be viewed as ", to_string(shape),
-             ": it merges or splits axes that are not contiguous with each other; use reshape (which copies)");
-  Tensor out = make_view(a, shape, *strides, a.offset());
+// The view op itself: `shape` (already checked) read through `strides` from a's storage.
+static Tensor recorded_view(const Tensor& a, Shape shape, Shape strides) {
+  Tensor out = make_view(a, std::move(shape), std::move(strides), a.offset());
   return record("view", out, {a}, [from = a.shape()](const Tensor& g) {
     return std::vector<Tensor>{view(g, from)};  // the engine hands every backward a contiguous g
   });
 }
 
+Tensor view(const Tensor& a, Shape shape) {
+  shape = infer_shape(std::move(shape), a.numel(), "view", a.shape());
+  std::optional<Shape> strides = view_strides(a.shape(), a.strides(), shape);
+  HEED_CHECK(strides.has_value(), "view: input of shape ", to_string(a.shape()), " with strides ",
+             to_string(a.strides()), " cannot be viewed as ", to_string(shape),
+             ": it merges or splits axes that are not contiguous with each other; use reshape (which copies)");
+  return recorded_view(a, std::move(shape), std::move(*strides));
+}
+
 Tensor reshape(const Tensor& a, Shape shape) {
   shape = infer_shape(std::move(shape), a.numel(), "reshape", a.shape());  // errors name reshape
   // A view whenever one exists, as torch's reshape; a copy only otherwise.
-  if (view_strides(a.shape(), a.strides(), shape)) return view(a, std::move(shape));
-  return view(a.contiguous(), std::move(shape));
+  if (std::optional<Shape> strides = view_strides(a.shape(), a.strides(), shape))
+    return recorded_view(a, std::move(shape), std::move(*strides));
+  Shape strides = contiguous_strides(shape);
+  return recorded_view(a.contiguous(), std::move(shape), std::move(strides));
 }
 
 Tensor permute(const Tensor& a, const std::vector<int64_t>& axes) {

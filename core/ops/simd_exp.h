@@ -1,6 +1,6 @@
-// heed (internal): exp, tanh and erfc of every lane of an xsimd batch, the one definition every
-// vectorised exp, tanh and erfc in core/ops goes through (softmax and log_softmax rows,
-// cross-entropy, attention, GELU, the elementwise exp and tanh).
+// heed (internal): exp, tanh and erfc of every lane of an xsimd batch (and first_lane, lane 0 read
+// back), the one definition every vectorised exp, tanh and erfc in core/ops goes through (softmax
+// and log_softmax rows, cross-entropy, attention, GELU, the elementwise exp and tanh).
 //
 // xsimd 8's double exp (Debian 12's xsimd) converts round(x / ln 2) to int64 with a scalar cast
 // (its generic batch_cast: the AVX-512 "bw" arch it picks has no vector one), and that cast is
@@ -72,6 +72,15 @@ xsimd::batch<T, A> tanh_lanes(xsimd::batch<T, A> x) {
 template <class T, class A>
 xsimd::batch<T, A> erfc_lanes(xsimd::batch<T, A> x) {
   return lanes_clamped_for_xsimd(x, [](auto v) { return xsimd::erfc(v); });
+}
+
+/// Lane 0 of a batch: how a scalar computed through a batch (a loop's scalar tail, to give the
+/// very bits of its batches) is read back. (xsimd 8 has no first().)
+template <class T, class A>
+inline T first_lane(const xsimd::batch<T, A>& b) {
+  alignas(64) T lanes[xsimd::batch<T, A>::size];
+  b.store_aligned(lanes);
+  return lanes[0];
 }
 
 }  // namespace heed::detail
