@@ -25,9 +25,15 @@ std::string GradcheckResult::report() const {
 
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& opt) {
-  for (size_t i = 0; i < inputs.size(); ++i)
+  for (size_t i = 0; i < inputs.size(); ++i) {
     HEED_CHECK(inputs[i].dtype() == DType::f64, "gradcheck: input ", i, " is ",
                dtype_name(inputs[i].dtype()), "; finite differences need float64 inputs");
+    // Only a leaf keeps its gradient: an op's output would read as an analytic gradient of zero,
+    // a failure that blames the function instead of the input.
+    HEED_CHECK(!inputs[i].grad_fn(), "gradcheck: input ", i, " is the output of ", inputs[i].grad_fn()->name(),
+               ", not a leaf, so no gradient is kept for it; pass a leaf (x.detach().requires_grad_()) and apply ",
+               inputs[i].grad_fn()->name(), " inside the function");
+  }
 
   // The fixed weighting r, drawn once from the output's shape.
   Tensor r;

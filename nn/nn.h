@@ -16,4 +16,5 @@
 #include "nn/module.h"
 #include "nn/positional.h"
 #include "nn/safetensors.h"
+#include "nn/sequential.h"
 #include "nn/transformer.h"

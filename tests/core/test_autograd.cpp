@@ -154,6 +154,10 @@ TEST_CASE("gradcheck rejects float32 inputs and reports the failing element", "[
   Tensor x32 = Tensor::ones({2}).requires_grad_();
   REQUIRE_THROWS_WITH(gradcheck([](const std::vector<Tensor>& in) { return in[0]; }, {x32}),
                       Catch::Contains("float64"));
+  // An op's output keeps no gradient: refused, rather than failing with an analytic zero.
+  Tensor viewed = randn64({2, 3}, 7).transpose(0, 1);
+  REQUIRE_THROWS_WITH(gradcheck([](const std::vector<Tensor>& in) { return in[0] * 2.0; }, {viewed}),
+                      Catch::Contains("input 0 is the output of permute, not a leaf"));  // transpose is a permute
   // A backward that is wrong on one element only: gradcheck must name that element.
   auto bad = [](const Tensor& x) {
     Tensor y = Tensor::empty(x.shape(), x.dtype());
