@@ -30,7 +30,7 @@ static std::shared_ptr<LayerNorm> make_norm(const TransformerLayerOptions& o) {
 
 // ReLU, as the paper and PyTorch's nn.Transformer* layers, and the dropout on the hidden layer.
 static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o) {
-  return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, Activation::relu, nullptr, std::nullopt,
+  return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, o.activation, nullptr, std::nullopt,
                                        FeedForward::DropoutOn::hidden);
 }
 
@@ -133,7 +133,7 @@ EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& o) : options_(o) {
   pos_encoding = register_module("pos_encoding", std::make_shared<SinusoidalPositionalEncoding>(o.d_model, o.max_len));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
   const TransformerLayerOptions layer{.d_model = o.d_model, .n_head = o.n_head, .d_ff = o.d_ff, .dropout = o.dropout,
-                                      .bias = true, .norm = o.norm, .eps = 1e-5};
+                                      .activation = o.activation, .bias = true, .norm = o.norm, .eps = 1e-5};
   encoder = register_module("encoder", std::make_shared<Encoder>(layer, o.n_encoder_layers));
   decoder = register_module("decoder", std::make_shared<Decoder>(layer, o.n_decoder_layers));
   generator = register_module("generator", std::make_shared<Linear>(o.d_model, o.tgt_vocab, true));

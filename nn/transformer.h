@@ -35,6 +35,8 @@ struct TransformerLayerOptions {
   int64_t n_head = 1;
   int64_t d_ff = 0;        ///< hidden width of the feed-forward sublayer
   double dropout = 0.0;    ///< on attention weights, the feed-forward hidden and each sublayer's output, as PyTorch's
+  /// The feed-forward's activation, torch's `activation="relu"` (the paper's, the default) or "gelu" (exact erf form).
+  Activation activation = Activation::relu;
   bool bias = true;        ///< biases on every Linear and LayerNorm
   NormPlacement norm = NormPlacement::post;
   double eps = 1e-5;       ///< LayerNorm epsilon
@@ -43,7 +45,7 @@ struct TransformerLayerOptions {
   std::optional<uint64_t> seed = std::nullopt;
 };
 
-/// One encoder layer: self-attention then feed-forward (ReLU, as the paper), each with a residual.
+/// One encoder layer: self-attention then feed-forward (ReLU by default, as the paper), each with a residual.
 /// Children: "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2".
 class EncoderLayer : public Module {
  public:
@@ -115,6 +117,7 @@ struct EncoderDecoderOptions {
   int64_t n_decoder_layers = 1;
   int64_t max_len = 0;     ///< longest source or target sequence (positional encoding table)
   double dropout = 0.0;
+  Activation activation = Activation::relu;  ///< every layer's feed-forward, as nn.Transformer's `activation`
   NormPlacement norm = NormPlacement::post;  ///< one default with TransformerLayerOptions (PyTorch's)
   /// Root seed of every weight and dropout in the model, each drawn from its own dotted name
   /// (nn::init::by_name); none: drawn from the default generator (heed::manual_seed).

@@ -145,6 +145,42 @@ TEST_CASE("EncoderLayer and DecoderLayer match PyTorch's, post-norm and pre-norm
   }
 }
 
+// The same script with activation 'gelu' in both constructors (torch's exact erf GELU).
+TEST_CASE("EncoderLayer and DecoderLayer with activation gelu match PyTorch's", "[transformer]") {
+  const std::vector<double> enc_post = {
+      -1.230835767, 1.382622979,  0.787319026,   -0.651266294, 1.178788351,   0.8529734536, -0.008237179311,
+      -1.415385157, 2.032563265,  -0.3816848782, -0.6632374995, -0.4357341371, -0.386866344, -1.186284503,
+      0.1866285748, 1.438244455,  -1.700351375,  0.9450308489, 0.93718,       -0.03055872706, 0.9553845513,
+      1.011023893,  0.07467984285, -1.447125294, 1.887014712,  0.1189482785,  -0.4454760617, -0.9517645508,
+      0.3348394054, -1.211995567, -0.3838076574, 1.402778324};
+  const std::vector<double> dec_pre = {
+      0.4472859759,  1.05419197,   1.43212227,   0.8852292745, 1.740907551,   1.012813591,
+      0.9900820449,  0.4010167334, 0.4599935764, -0.6372371416, -0.8526784371, -1.178018627,
+      -1.054000427,  -1.100690535, -0.6113587197, -0.9165869305, 0.01762765315, 0.4233334407,
+      1.121765882,   0.7963336819, 1.405538718,  1.256265019,  1.448546409,   0.869891813};
+  const Tensor x = formula({2, 4, 4}, 0.5, 1.5), mem = formula({2, 4, 4}, 0.9, 1.2);
+  const Tensor tgt = formula({2, 3, 4}, 0.2, 1.3);
+  const auto src_pad = nn::padding_mask_from_lengths({4, 3}, 4);
+  const auto tgt_pad = nn::padding_mask_from_lengths({3, 2}, 3);
+  nn::TransformerLayerOptions post = small(nn::NormPlacement::post), pre = small(nn::NormPlacement::pre);
+  post.activation = pre.activation = nn::Activation::gelu;
+  nn::EncoderLayer enc(post);
+  enc.to(DType::f64);
+  set_params(enc);
+  CHECK(enc.ff->activation() == nn::Activation::gelu);
+  require_values(enc.forward(x, &src_pad), {2, 4, 4}, enc_post, 1e-9);
+  nn::DecoderLayer dec(pre);
+  dec.to(DType::f64);
+  set_params(dec);
+  require_values(dec.forward(tgt, mem, &tgt_pad, &src_pad), {2, 3, 4}, dec_pre, 1e-9);
+  // The model's option reaches every layer of both stacks.
+  nn::EncoderDecoder model({.src_vocab = 5, .tgt_vocab = 5, .d_model = 4, .n_head = 2, .d_ff = 8,
+                            .n_encoder_layers = 2, .n_decoder_layers = 1, .max_len = 8,
+                            .activation = nn::Activation::gelu, .seed = 1});
+  for (const auto& layer : *model.encoder->layers) CHECK(layer->ff->activation() == nn::Activation::gelu);
+  CHECK((*model.decoder->layers)[0]->ff->activation() == nn::Activation::gelu);
+}
+
 TEST_CASE("EncoderLayer gradcheck, post-norm and pre-norm, with a padding mask", "[transformer]") {
   const auto mask = nn::padding_mask_from_lengths({4, 2}, 4);
   for (auto norm : {nn::NormPlacement::post, nn::NormPlacement::pre}) {
