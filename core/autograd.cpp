@@ -103,8 +103,11 @@ Tensor record_saving(const char* name, Tensor out, std::vector<Tensor> inputs, B
   for (const auto& in : inputs) needed |= in.defined() && in.requires_grad();
   if (!needed) return out;
   HEED_CHECK(backward != nullptr, "record: op '", name, "' was given an empty backward function");
-  // The output becomes a fresh handle: `out` may be a view sharing an impl with someone else's.
-  Tensor result = out.grad_fn() || out.requires_grad() ? out.detach() : out;
+  // The output becomes a fresh handle: `out` may be a view sharing an impl with someone else's,
+  // or be one of the inputs itself (its node would then hold itself: a cycle that never frees).
+  bool is_an_input = false;
+  for (const auto& in : inputs) is_an_input |= in.same(out);
+  Tensor result = out.grad_fn() || out.requires_grad() || is_an_input ? out.detach() : out;
   std::vector<Node::Saved> notes = note_saved(saved, n_saved, inputs, result);
   result.impl().grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward), result.shape(),
                                                  result.dtype(), std::move(notes));

@@ -190,11 +190,25 @@ Tensor Tensor::arange(int64_t n, DType dtype) { return arange(0, n, 1, dtype); }
 
 Tensor Tensor::arange(int64_t start, int64_t end, int64_t step, DType dtype) {
   HEED_CHECK(step != 0, "arange: step must not be zero");
-  const int64_t n = std::max<int64_t>(0, (end - start + step + (step > 0 ? -1 : 1)) / step);
+  HEED_CHECK(dtype != DType::boolean, "arange: a bool tensor cannot count (as torch's, which refuses it)");
+  // The count and the last value in 128 bits: end - start overflows int64 for bounds far apart
+  // (torch then returns an empty tensor), and a value past int32 would wrap (torch wraps it).
+  const __int128 span = static_cast<__int128>(end) - start;
+  const __int128 count = std::max<__int128>(0, (span + step + (step > 0 ? -1 : 1)) / step);
+  HEED_CHECK(count <= std::numeric_limits<int64_t>::max(), "arange: [", start, ", ", end, ") in steps of ", step,
+             " has more than 2^63 - 1 elements");
+  const int64_t n = static_cast<int64_t>(count);
+  if (n > 0 && dtype == DType::i32) {
+    const __int128 last = static_cast<__int128>(start) + static_cast<__int128>(n - 1) * step;
+    for (const __int128 v : {static_cast<__int128>(start), last})
+      HEED_CHECK(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
+                 "arange: the value ", static_cast<int64_t>(v), " does not fit in int32 (asked for [", start, ", ",
+                 end, ") in steps of ", step, ")");
+  }
   Tensor t = empty({n}, dtype);
   visit_any_dtype(dtype, [&]<class T>() {
     T* p = t.data<T>();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + i * step);
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<__int128>(start) + static_cast<__int128>(i) * step);
   });
   return t;
 }
@@ -574,7 +588,13 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     if (t.dtype() != DType::f32 && t.dtype() != DType::i64 && t.dtype() != DType::boolean)
       os << ", dtype=" << dtype_name(t.dtype());
   }
-  if (t.requires_grad()) os << ", requires_grad=True";
+  // As torch: an op's output names the op that made it (torch's MulBackward0 is heed's "mul"),
+  // a leaf that requires grad says so.
+  if (t.grad_fn()) {
+    os << ", grad_fn=<" << t.grad_fn()->name() << '>';
+  } else if (t.requires_grad()) {
+    os << ", requires_grad=True";
+  }
   return os << ')';
 }
 

@@ -150,6 +150,22 @@ TEST_CASE("record, load_state_dict and module names refuse what would fail later
   Tensor x = Tensor::ones({2}).requires_grad_();
   REQUIRE_THROWS_WITH(record("mine", mul(x, 1.0).detach(), {x}, BackwardFn()),
                       Contains("record: op 'mine' was given an empty backward function"));
+  {
+    // An output that is also one of the inputs gets a handle of its own: the input is not made
+    // the op's output (its node would hold itself, and never be freed).
+    Tensor out = Tensor::zeros({2});
+    std::weak_ptr<Node> node;
+    {
+      Tensor r = record("mine", out, {out, x}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
+      REQUIRE_FALSE(r.same(out));
+      REQUIRE(out.grad_fn() == nullptr);
+      node = r.grad_fn();
+      x.zero_grad();
+      r.sum().backward();
+      REQUIRE(x.grad().to_vector<float>() == std::vector<float>{1, 1});
+    }
+    REQUIRE(node.expired());  // freed with its output
+  }
   nn::Linear lin(2, 2);
   REQUIRE_THROWS_WITH(lin.load_state_dict({{"weight", Tensor()}, {"bias", Tensor::zeros({2})}}),
                       Contains("key 'weight' holds an undefined tensor"));

@@ -5,6 +5,7 @@
 //   x = torch.tensor([[1., 5., 3.], [4., 2., 6.]]); x.argmax(), x.argmax(1), x.argmax(0)
 //   -> tensor(5) tensor([1, 2]) tensor([1, 0, 1])
 #include <catch2/catch.hpp>
+#include <limits>
 #include <sstream>
 
 #include "core/heed.h"
@@ -49,6 +50,16 @@ TEST_CASE("dtypes: literals pick int64, float32 or bool as torch.tensor", "[inde
   // One default for both overloads, as torch.arange(4) and torch.arange(0, 4): int64.
   REQUIRE(Tensor::arange(4).dtype() == DType::i64);
   REQUIRE(Tensor::arange(4).to_vector<int64_t>() == Tensor::arange(0, 4).to_vector<int64_t>());
+  // Bounds far apart, values past int32, and bool: torch 1.13 returns an empty tensor, wraps to
+  // [0, 0, 0, 0], and refuses; heed refuses all three by name.
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  REQUIRE(Tensor::arange(-big - 1, big, int64_t{1} << 62).to_vector<int64_t>() ==
+          std::vector<int64_t>{-big - 1, -(int64_t{1} << 62), 0, int64_t{1} << 62});
+  REQUIRE_THROWS_WITH(Tensor::arange(-big - 1, big), Catch::Contains("more than 2^63 - 1 elements"));
+  REQUIRE_THROWS_WITH(Tensor::arange(0, int64_t{1} << 40, int64_t{1} << 38, DType::i32),
+                      Catch::Contains("the value 824633720832 does not fit in int32"));
+  REQUIRE(Tensor::arange(-3, 2, 2, DType::i32).to_vector<int64_t>() == std::vector<int64_t>{-3, -1, 1});
+  REQUIRE_THROWS_WITH(Tensor::arange(4, DType::boolean), Catch::Contains("a bool tensor cannot count"));
 }
 
 // torch 1.13: xi = torch.tensor([1, 2], dtype=torch.int32); xf = torch.tensor([1.5, -2.0, 3.25])
@@ -135,6 +146,8 @@ TEST_CASE("printing: scientific notation, widths, nan and empty tensors as torch
         "tensor([1.0000e-300,  1.0000e+00], dtype=float64)");
   CHECK(printed(Tensor::scalar(1e-5)) == "tensor(1.0000e-05)");
   CHECK(printed(Tensor({1e-5, 1.0}).requires_grad_()) == "tensor([1.0000e-05, 1.0000e+00], requires_grad=True)");
+  // An op's output names its op, as torch's grad_fn=<MulBackward0> (torch: tensor([2., 4.], grad_fn=<MulBackward0>)).
+  CHECK(printed(Tensor({1.0, 2.0}).requires_grad_() * 2.0) == "tensor([2., 4.], grad_fn=<mul_scalar>)");
   // Empty: the size unless (0,), the dtype unless float32.
   CHECK(printed(Tensor::zeros({0, 3})) == "tensor([], size=(0, 3))");
   CHECK(printed(Tensor::zeros({2, 0, 3})) == "tensor([], size=(2, 0, 3))");
