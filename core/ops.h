@@ -232,9 +232,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 namespace detail {
 Tensor cross_entropy_of_tensor(const Tensor& logits, const Tensor& targets, int32_t ignore_index);
 }
-/// cross_entropy against a tensor of class ids (int32 or int64, shape (N)). A template only so
-/// that braced ids, cross_entropy(logits, {1, 2}), still mean the vector overload above rather
-/// than being ambiguous with a tensor literal.
+/// cross_entropy against a tensor of targets, in any of F.cross_entropy's forms (see
+/// CrossEntropyOptions below): logits (N, C) and class ids (N) (the fused op), and the others.
+/// A template only so that braced ids, cross_entropy(logits, {1, 2}), still mean the vector
+/// overload below rather than being ambiguous with a tensor literal.
 template <std::same_as<Tensor> Targets>
 Tensor cross_entropy(const Tensor& logits, const Targets& targets, int32_t ignore_index = -100) {
   return detail::cross_entropy_of_tensor(logits, targets, ignore_index);
@@ -246,17 +247,23 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets,
 /// F.cross_entropy's keywords beyond ignore_index.
 struct CrossEntropyOptions {
   enum class Reduction { mean, sum, none };
-  int32_t ignore_index = -100;
-  /// mean: over the targets not ignored (NaN if every one is); sum; none: the (N) losses, 0 at
-  /// ignored targets.
+  int32_t ignore_index = -100;  ///< with class ids: rows with this target add nothing
+  /// mean: over the targets not ignored, each counted with its class's weight (NaN if every one
+  /// is ignored), or over the rows for probability targets; sum; none: the per-row losses in
+  /// the targets' shape without classes, 0 at ignored targets.
   Reduction reduction = Reduction::mean;
   /// In [0, 1]: the target distribution is (1 - s) one-hot + s uniform over the C classes, as
   /// torch's label_smoothing.
   double label_smoothing = 0.0;
+  /// A weight per class (C), of the logits' dtype, or undefined for none; differentiable.
+  Tensor weight = Tensor();
 };
-/// cross_entropy with torch's reduction and label_smoothing: `cross_entropy(logits, targets,
-/// {.reduction = CrossEntropyOptions::Reduction::none})`. The defaults run the fused op above;
-/// the others are composed from log_softmax and gather, differentiable through them.
+/// F.cross_entropy with torch's shapes and keywords: logits (N, C), (C) unbatched, or
+/// (N, C, d1, ...) with classes on axis 1; targets class ids (int32/int64) of that shape without
+/// the classes, or class probabilities (float, the logits' shape and dtype). E.g.
+/// `cross_entropy(logits, targets, {.reduction = CrossEntropyOptions::Reduction::none})`. Ids with
+/// the defaults run the fused op above; the rest is composed from log_softmax, gather and sums,
+/// differentiable through them.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options);
 /// Mean squared error, mean((input - target)^2), as F.mse_loss; the shapes must be equal (torch
 /// broadcasts them with a warning). The gradient flows to both.

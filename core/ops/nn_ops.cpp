@@ -479,37 +479,91 @@ static std::vector<int32_t> ids_of(const Tensor& ids, const char* op) {
 Tensor embedding(const Tensor& weight, const Tensor& ids) { return embedding(weight, ids_of(ids, "embedding"), ids.shape()); }
 
 Tensor detail::cross_entropy_of_tensor(const Tensor& logits, const Tensor& targets, int32_t ignore_index) {
-  HEED_CHECK(targets.dim() == 1, "cross_entropy: targets must be 1-D (N), got ", to_string(targets.shape()));
+  // (N, C) against ids runs the fused op; the other shapes and probability targets, composed.
+  if (logits.dim() != 2 || is_floating(targets.dtype())) return cross_entropy(logits, targets, {.ignore_index = ignore_index});
+  HEED_CHECK(targets.dim() == 1, "cross_entropy: targets for logits ", to_string(logits.shape()), " must be (N), got ",
+             to_string(targets.shape()));
   return cross_entropy(logits, ids_of(targets, "cross_entropy"), ignore_index);
 }
 
-// torch's other reductions and label smoothing, composed: per row, nll = -log_softmax[target] and
-// smooth = mean over classes of -log_softmax, the loss (1 - s) nll + s smooth, 0 where ignored.
+// torch's shapes other than (N, C), brought to it: (C) against a scalar target is one row, and
+// (N, C, d1, ...) has its classes moved last and its rows flattened, against targets (N, d1, ...)
+// of ids or (N, C, d1, ...) of probabilities. Reduction none's losses take the targets' shape
+// without the classes.
+static Tensor cross_entropy_any_shape(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& o) {
+  const bool soft = is_floating(targets.dtype());
+  HEED_CHECK(logits.dim() >= 1, "cross_entropy: logits must be (C), (N, C) or (N, C, d1, ...), got a scalar");
+  Shape loss_shape = logits.shape();
+  loss_shape.erase(loss_shape.begin() + (logits.dim() == 1 ? 0 : 1));
+  Shape want = soft ? logits.shape() : loss_shape;
+  HEED_CHECK(targets.shape() == want, "cross_entropy: targets of shape ", to_string(targets.shape()), " for logits ",
+             to_string(logits.shape()), ": expected ", to_string(want), soft ? " (class probabilities)" : " (class ids)");
+  const int64_t C = logits.size(logits.dim() == 1 ? 0 : 1);
+  std::vector<int64_t> classes_last;
+  for (int64_t d = 0; d < logits.dim(); ++d)
+    if (d != 1) classes_last.push_back(d);
+  classes_last.push_back(1);
+  auto rows = [&](const Tensor& t) { return logits.dim() == 1 ? unsqueeze(t, 0) : reshape(permute(t, classes_last), {-1, C}); };
+  const Tensor loss = cross_entropy(rows(logits), soft ? rows(targets) : reshape(targets, {-1}), o);
+  return o.reduction == CrossEntropyOptions::Reduction::none ? reshape(loss, loss_shape) : loss;
+}
+
+// torch's other reductions, class weights, label smoothing and probability targets, composed
+// from log_softmax (lp), gather and sums, differentiable through them (and w.r.t. the weights).
+// Per row with target y and weight w (all ones without weights), s the smoothing, C the classes:
+//   ids:           (1 - s) w[y] (-lp[y]) + (s / C) sum_c w[c] (-lp[c]), 0 where y is ignored;
+//                  mean divides by the sum of w[y] over the rows not ignored;
+//   probabilities: -sum_c w[c] ((1 - s) p[c] + s / C) lp[c]; mean divides by the rows.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& o) {
   using Reduction = CrossEntropyOptions::Reduction;
   HEED_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
              o.label_smoothing);
-  if (o.reduction == Reduction::mean && o.label_smoothing == 0.0)
+  const bool soft = is_floating(targets.dtype());
+  if (logits.dim() != 2) return cross_entropy_any_shape(logits, targets, o);
+  if (!soft && o.reduction == Reduction::mean && o.label_smoothing == 0.0 && !o.weight.defined())
     return detail::cross_entropy_of_tensor(logits, targets, o.ignore_index);
-  HEED_CHECK(targets.dim() == 1, "cross_entropy: targets must be 1-D (N), got ", to_string(targets.shape()));
-  HEED_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", to_string(logits.shape()));
-  const std::vector<int32_t> ids = ids_of(targets, "cross_entropy");
-  const int64_t N = logits.size(0);
-  const int64_t n_valid = count_valid_targets(logits, ids, o.ignore_index);
-  std::vector<int64_t> gather_ids(ids.size());
-  std::vector<uint8_t> ignored(ids.size());
-  for (int64_t r = 0; r < N; ++r) {
-    ignored[r] = ids[r] == o.ignore_index;
-    gather_ids[r] = ignored[r] ? 0 : ids[r];  // an ignored row gathers class 0, then is masked to 0
+  const int64_t N = logits.size(0), C = logits.size(1);
+  if (o.weight.defined()) {
+    HEED_CHECK(o.weight.shape() == Shape{C}, "cross_entropy: weight of shape ", to_string(o.weight.shape()),
+               " for ", C, " classes (logits ", to_string(logits.shape()), ")");
+    HEED_CHECK(o.weight.dtype() == logits.dtype(), "cross_entropy: weight is ", dtype_name(o.weight.dtype()),
+               " but the logits are ", dtype_name(logits.dtype()));
   }
+  const double s = o.label_smoothing;
   const Tensor lp = log_softmax(logits, 1);
-  Tensor loss = neg(squeeze(gather(lp, 1, Tensor::from_vector(gather_ids, {N, 1})), 1));
-  if (o.label_smoothing > 0.0)
-    loss = add(mul(loss, 1.0 - o.label_smoothing), mul(neg(mean(lp, 1)), o.label_smoothing));
-  loss = masked_fill(loss, ignored, {N}, 0.0);
+  const Tensor weighted_lp = o.weight.defined() ? mul(lp, o.weight) : lp;  // w[c] lp[c]
+  Tensor loss;   // (N)
+  Tensor denom;  // mean's divisor, when it is not a plain count
+  double count = static_cast<double>(N);
+  if (soft) {
+    HEED_CHECK(targets.shape() == logits.shape() && targets.dtype() == logits.dtype(), "cross_entropy: probability targets ",
+               dtype_name(targets.dtype()), " ", to_string(targets.shape()), " must match the logits, ",
+               dtype_name(logits.dtype()), " ", to_string(logits.shape()));
+    const Tensor p = s > 0.0 ? add(mul(targets, 1.0 - s), s / static_cast<double>(C)) : targets;
+    loss = neg(sum(mul(weighted_lp, p), 1));
+  } else {
+    const std::vector<int32_t> ids = ids_of(targets, "cross_entropy");
+    HEED_CHECK(targets.dim() == 1, "cross_entropy: targets for logits ", to_string(logits.shape()), " must be (N), got ",
+               to_string(targets.shape()));
+    count = static_cast<double>(count_valid_targets(logits, ids, o.ignore_index));
+    std::vector<int64_t> gather_ids(ids.size());
+    std::vector<uint8_t> ignored(ids.size());
+    for (int64_t r = 0; r < N; ++r) {
+      ignored[r] = ids[r] == o.ignore_index;
+      gather_ids[r] = ignored[r] ? 0 : ids[r];  // an ignored row gathers class 0, then is masked to 0
+    }
+    const Tensor at_target = Tensor::from_vector(gather_ids, {N, 1});
+    loss = neg(squeeze(gather(weighted_lp, 1, at_target), 1));
+    if (s > 0.0) loss = add(mul(loss, 1.0 - s), mul(neg(sum(weighted_lp, 1)), s / static_cast<double>(C)));
+    loss = masked_fill(loss, ignored, {N}, 0.0);
+    if (o.weight.defined())
+      denom = sum(masked_fill(gather(o.weight, 0, reshape(at_target, {N})), ignored, {N}, 0.0));
+  }
   if (o.reduction == Reduction::none) return loss;
   const Tensor total = sum(loss);
-  return o.reduction == Reduction::sum ? total : div(total, static_cast<double>(n_valid));
+  if (o.reduction == Reduction::sum) return total;
+  // Every target ignored: 0 / 0, NaN, as torch's.
+  return denom.defined() ? div(total, denom) : div(total, count);
 }
 
 }  // namespace heed

@@ -13,6 +13,7 @@
 using namespace heed;
 using Catch::Matchers::Contains;
 using heed::test::randn64;
+using heed::test::rand64;
 using heed::test::require_gradcheck;
 using heed::test::require_values;
 
@@ -311,6 +312,101 @@ TEST_CASE("cross_entropy is stable for logits around 1e4", "[nn_ops]") {
   //   print(F.cross_entropy(big, torch.tensor([1,0])).item())"  -> 10000.7041015625
   Tensor big = Tensor::from_vector(std::vector<float>{1e4f, 1e4f - 1, 1e4f - 2, -1e4f, 1e4f, 0.f}, {2, 3});
   REQUIRE(cross_entropy(big, {1, 0}).item() == 10000.7041015625);
+}
+
+// torch 1.13, float64, f(shape, phase, amp) = amp sin(0.37 n + phase) over the flat index n:
+//   logits = f((4, 5), 0.3, 2.0); tgt = [1, 4, -1, 0]; w = 0.5 + f((5,), 1.1, 0.4).abs()
+//   F.cross_entropy(logits, tgt, weight=w, ignore_index=-1, reduction=r, label_smoothing=s)
+//   l4 = f((2, 3, 2, 2), 0.7, 1.5); t3 = [[[0, 2], [1, 1]], [[2, 0], [-100, 1]]]
+//   F.cross_entropy(l4, t3), reduction='none', and weight=[0.5, 1, 2] with label_smoothing=0.1
+//   F.cross_entropy(f((5,), 0.2, 1.0), torch.tensor(3))
+//   p = torch.softmax(f((4, 5), 0.9, 1.0), 1): F.cross_entropy(logits, p, reduction=r), and
+//   weight=w with label_smoothing=0.3; F.cross_entropy(l4, softmax(f((2, 3, 2, 2), 0.1, 1.0), 1), reduction='none')
+TEST_CASE("cross_entropy's class weights, (N, C, d) and (C) shapes and probability targets match torch's", "[nn_ops]") {
+  using R = CrossEntropyOptions::Reduction;
+  auto f = [](const Shape& shape, double phase, double amp) {
+    std::vector<double> v(static_cast<size_t>(numel_of(shape)));
+    for (size_t n = 0; n < v.size(); ++n) v[n] = amp * std::sin(0.37 * static_cast<double>(n) + phase);
+    return Tensor::from_vector(v, shape);
+  };
+  const Tensor logits = f({4, 5}, 0.3, 2.0), tgt = Tensor({1, 4, -1, 0});
+  const Tensor w = add(abs(f({5}, 1.1, 0.4)), 0.5);
+  const double tol = 1e-13;
+  auto weighted = [&](R r, double s) {
+    return cross_entropy(logits, tgt, {.ignore_index = -1, .reduction = r, .label_smoothing = s, .weight = w});
+  };
+  require_values(weighted(R::mean, 0.0), {}, {2.8574602294740901}, tol);
+  require_values(weighted(R::mean, 0.2), {}, {2.6732686650897093}, tol);
+  require_values(weighted(R::sum, 0.0), {}, {7.0506878112358571}, tol);
+  require_values(weighted(R::sum, 0.2), {}, {6.5962012694664072}, tol);
+  require_values(weighted(R::none, 0.0), {4}, {1.7807276600787403, 2.402020850586899, 0, 2.8679393005702178}, tol);
+  require_values(weighted(R::none, 0.2), {4}, {1.7164544908154082, 2.2451130039019729, 0, 2.6346337747490254}, tol);
+
+  const Tensor l4 = f({2, 3, 2, 2}, 0.7, 1.5);
+  const Tensor t3 = Tensor({{{0, 2}, {1, 1}}, {{2, 0}, {-100, 1}}});
+  require_values(cross_entropy(l4, t3), {}, {1.5684404713295581}, tol);
+  require_values(cross_entropy(l4, t3, {.reduction = R::none}), {2, 2, 2},
+                 {0.90940676076429927, 3.0122848948045151, 1.4712224559651013, 1.893093975276831, 0.36662231072433416,
+                  2.90413192127845, 0, 0.4223209804933778},
+                 tol);
+  require_values(cross_entropy(l4, t3, {.label_smoothing = 0.1, .weight = Tensor({0.5, 1.0, 2.0}).to(DType::f64)}), {},
+                 {1.5753413960740736}, tol);
+  require_values(cross_entropy(f({5}, 0.2, 1.0), Tensor::scalar(3, DType::i64)), {}, {1.3859154802610261}, tol);
+
+  const Tensor p = softmax(f({4, 5}, 0.9, 1.0), 1);
+  require_values(cross_entropy(logits, p), {}, {1.6591677313789222}, tol);
+  require_values(cross_entropy(logits, p, {.reduction = R::sum}), {}, {6.6366709255156886}, tol);
+  require_values(cross_entropy(logits, p, {.reduction = R::none}), {4},
+                 {1.7223707827204326, 1.5857229634990464, 1.5996055084352148, 1.7289716708609952}, tol);
+  require_values(cross_entropy(logits, p, {.label_smoothing = 0.3, .weight = w}), {}, {1.4362092338068815}, tol);
+  require_values(cross_entropy(l4, softmax(f({2, 3, 2, 2}, 0.1, 1.0), 1), {.reduction = R::none}), {2, 2, 2},
+                 {1.141190300566626, 1.1663847989210909, 1.1572414014369516, 1.0662316463266415, 0.85111873614264966,
+                  0.90104057377842806, 1.0200567308609263, 1.1125322421036639},
+                 tol);
+}
+
+TEST_CASE("cross_entropy float64 gradchecks: weights, (N, C, d), probabilities, a transposed input used twice",
+          "[nn_ops]") {
+  using R = CrossEntropyOptions::Reduction;
+  const Tensor tgt = Tensor({1, 4, -1, 0});
+  // Logits and class weights, both checked; a mean divides by the weights of the targets.
+  for (R r : {R::mean, R::sum, R::none}) {
+    INFO("reduction " << static_cast<int>(r));
+    require_gradcheck([&](const std::vector<Tensor>& in) {
+      return cross_entropy(in[0], tgt, {.ignore_index = -1, .reduction = r, .label_smoothing = 0.2, .weight = in[1]});
+    }, {randn64({4, 5}, 41), rand64({5}, 42, 0.5, 1.5)});
+  }
+  // (N, C, d1, d2) from a transposed leaf (classes on axis 1 of a non-contiguous view), used
+  // twice: once as the logits, once inside the probability targets.
+  const Tensor t3 = Tensor({{{0, 2}, {1, 1}}, {{2, 0}, {-100, 1}}});
+  require_gradcheck([&](const std::vector<Tensor>& in) {
+    const Tensor l4 = in[0].transpose(1, 3);  // (2, 3, 2, 2) viewed from (2, 2, 2, 3)
+    return cross_entropy(l4, t3, {.reduction = R::none}) + cross_entropy(l4, softmax(l4 * 0.5, 1));
+  }, {randn64({2, 2, 2, 3}, 43)});
+  // Probability targets are differentiable too (torch's are).
+  require_gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], softmax(in[1], 1)); },
+                    {randn64({3, 4}, 44), randn64({3, 4}, 45)});
+  // Unbatched.
+  require_gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], Tensor::scalar(2, DType::i64)); },
+                    {randn64({5}, 46)});
+}
+
+TEST_CASE("cross_entropy refuses mismatched weights, targets and shapes of its other forms", "[nn_ops]") {
+  const Tensor x = Tensor::zeros({3, 4}, DType::f64);
+  REQUIRE_THROWS_WITH(cross_entropy(x, Tensor({0, 1, 2}), {.weight = Tensor::ones({3}, DType::f64)}),
+                      Contains("weight of shape [3] for 4 classes"));
+  REQUIRE_THROWS_WITH(cross_entropy(x, Tensor({0, 1, 2}), {.weight = Tensor::ones({4})}),
+                      Contains("weight is float32 but the logits are float64"));
+  REQUIRE_THROWS_WITH(cross_entropy(x, Tensor::zeros({3, 3}, DType::f64)),
+                      Contains("probability targets float64 [3, 3] must match the logits, float64 [3, 4]"));
+  REQUIRE_THROWS_WITH(cross_entropy(Tensor::zeros({2, 3, 5}), Tensor::zeros({2, 5})),
+                      Contains("targets of shape [2, 5] for logits [2, 3, 5]: expected [2, 3, 5] (class probabilities)"));
+  REQUIRE_THROWS_WITH(cross_entropy(x, Tensor::zeros({3, 4})), Contains("must match the logits"));
+  REQUIRE_THROWS_WITH(cross_entropy(Tensor::zeros({2, 3, 5}), Tensor({{0, 1}, {1, 2}})),
+                      Contains("targets of shape [2, 2] for logits [2, 3, 5]: expected [2, 5] (class ids)"));
+  REQUIRE_THROWS_WITH(cross_entropy(Tensor::scalar(1.0), Tensor::scalar(0, DType::i64)), Contains("got a scalar"));
+  REQUIRE_THROWS_WITH(cross_entropy(Tensor::zeros({2, 3, 5}), Tensor::full({2, 5}, 3, DType::i64)),
+                      Contains("target 3 in row 0 is out of range for 3 classes"));
 }
 
 TEST_CASE("cross_entropy rejects bad targets and shapes, naming row and value", "[nn_ops]") {
