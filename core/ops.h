@@ -6,6 +6,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -82,6 +83,22 @@ Tensor sum(const Tensor& a);
 Tensor sum(const Tensor& a, int64_t axis, bool keepdim = false);  ///< along one axis; dtypes as above
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t axis, bool keepdim = false);
+/// Over several axes at once, as torch's x.sum(dim=(0, 2)): a repeated axis is refused; an empty
+/// list reduces every axis, as torch 1.13's x.sum(dim=[]). Integer sums as above; mean needs floats.
+Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim = false);
+/// The braced forms, sum(x, {0, 2}): without them sum(x, {}) would take the single-axis overload
+/// (axis 0); a list prefers an initializer_list, so {} and {1} mean the axes listed.
+inline Tensor sum(const Tensor& a, std::initializer_list<int64_t> axes, bool keepdim = false) {
+  return sum(a, std::vector<int64_t>(axes), keepdim);
+}
+inline Tensor mean(const Tensor& a, std::initializer_list<int64_t> axes, bool keepdim = false) {
+  return mean(a, std::vector<int64_t>(axes), keepdim);
+}
+/// Running sums along an axis (torch.cumsum), accumulated in double as torch's; the gradient is
+/// the reversed running sum of the incoming one. An integer or bool tensor gives int64 (as torch),
+/// with no gradient.
+Tensor cumsum(const Tensor& a, int64_t axis);
 /// Max over an axis; the gradient goes to the first maximal element of each slice.
 Tensor max(const Tensor& a, int64_t axis, bool keepdim = false);
 /// Variance over an axis, as torch.var: divided by n - 1 (`unbiased`, the default) or n; one
@@ -97,6 +114,10 @@ Tensor std(const Tensor& a, int64_t axis, bool unbiased = true, bool keepdim = f
 /// refused when compiled.
 template <class B> requires std::same_as<B, bool> Tensor var(const Tensor&, B) = delete;
 template <class B> requires std::same_as<B, bool> Tensor std(const Tensor&, B) = delete;
+/// torch.linalg.vector_norm: (sum |x|^ord)^(1 / ord) over `axes` (all when empty), ord any real
+/// or +-inf (max / min |x|); ord 0 counts the non-zero elements (no gradient). The gradient is
+/// torch's: 0 where the norm is 0 (ord 2 at x = 0 gives 0, not NaN); the inf norm's ties share it.
+Tensor vector_norm(const Tensor& x, double ord = 2.0, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 Tensor softmax(const Tensor& a, int64_t axis = -1);      ///< stable (max subtracted)
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);  ///< stable (log-sum-exp)
 
@@ -112,8 +133,9 @@ Tensor reshape(const Tensor& a, Shape shape);
 Tensor view(const Tensor& a, Shape shape);
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);  ///< a view
 Tensor permute(const Tensor& a, const std::vector<int64_t>& axes);  ///< a view
-/// Elements [start, end) along `axis` (a view; negative start/end count from the end).
-Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end);
+/// Elements [start, end) along `axis`, every `step`-th (x[start:end:step]; a view, its stride
+/// times step; negative start/end count from the end; step > 0, as torch's).
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t step = 1);
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
 /// Pieces of `size` along `axis` (the last may be shorter); each a view of `a` (torch.split).
 std::vector<Tensor> split(const Tensor& a, int64_t size, int64_t axis = 0);
@@ -129,6 +151,9 @@ Tensor squeeze(const Tensor& a);
 /// `a` itself when start_dim == end_dim; a scalar becomes shape (1). Throws when start_dim comes
 /// after end_dim.
 Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
+/// `a` tiled repeats[i] times along axis i (torch's x.repeat): more counts than axes add leading
+/// axes; always a copy. The gradient sums the tiles.
+Tensor repeat(const Tensor& a, const Shape& repeats);
 /// Broadcasts `a` to `shape` (a view with stride 0 on broadcast axes); -1 keeps an axis's size.
 Tensor expand(const Tensor& a, const Shape& shape);
 
@@ -195,6 +220,9 @@ Tensor argmax(const Tensor& x, int64_t axis, bool keepdim = false);
 /// out[i][j][k] = x[i][index[i][j][k]][k] for axis 1 (torch.gather): index (int32 or int64) has
 /// x's number of dims and is no larger than x off `axis`. Differentiable w.r.t. x (scatter-add).
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
+/// The slices of x at `index` along `axis`, in its order, repeats allowed (torch.index_select):
+/// index int32 or int64, 1-D (or 0-d: one); differentiable w.r.t. x (scatter-add).
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
 /// The tensors (all of one shape) joined along a new axis (torch.stack).
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis = 0);
 /// torch.cat: concat under PyTorch's name.

@@ -213,6 +213,22 @@ Tensor Tensor::arange(int64_t start, int64_t end, int64_t step, DType dtype) {
   return t;
 }
 
+Tensor Tensor::linspace(double start, double end, int64_t steps, DType dtype) {
+  HEED_CHECK(steps >= 0, "linspace: the number of steps must be non-negative, got ", steps);
+  HEED_CHECK(is_floating(dtype), "linspace: dtype must be float32 or float64, got ", dtype_name(dtype));
+  Tensor t = empty({steps}, dtype);
+  visit_dtype(dtype, [&]<class T>() {
+    // torch's CPU kernel, value for value: counting from both ends keeps each end exact, and its
+    // compiled scalar loop fuses each multiply-add (std::fma here, whatever the compiler does).
+    const T s = static_cast<T>(start), e = static_cast<T>(end);
+    const T step = steps > 1 ? (e - s) / static_cast<T>(steps - 1) : T(0);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < steps; ++i)
+      p[i] = steps == 1 ? s : i < steps / 2 ? std::fma(step, static_cast<T>(i), s) : std::fma(-step, static_cast<T>(steps - 1 - i), e);
+  });
+  return t;
+}
+
 Tensor Tensor::randn(const Shape& shape, Generator& gen, double std, double mean, DType dtype) {
   Tensor t = empty(shape, dtype);
   visit_dtype(dtype, [&]<class T>() {

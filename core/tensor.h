@@ -125,6 +125,10 @@ class Tensor {
   /// start, start + step, ... below end (above it for a negative step), int64 unless `dtype`
   /// says otherwise (torch.arange(start, end, step) with integer arguments).
   static Tensor arange(int64_t start, int64_t end, int64_t step = 1, DType dtype = DType::i64);
+  /// `steps` values from start to end, both included (torch.linspace): float32 or float64, with
+  /// torch's rounding (step = (end - start) / (steps - 1) in the dtype; the first half counted up
+  /// from start, the second down from end); steps == 1 gives start, 0 an empty tensor.
+  static Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::f32);
   /// Normal(mean, std) samples from `gen`.
   static Tensor randn(const Shape& shape, Generator& gen, double std = 1.0, double mean = 0.0,
                       DType dtype = DType::f32);
@@ -203,6 +207,16 @@ class Tensor {
   Tensor sum(int64_t axis, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(int64_t axis, bool keepdim = false) const;
+  /// Over several axes: x.sum({0, 2}) (the braced form also keeps x.sum({}) from meaning axis 0).
+  Tensor sum(const std::vector<int64_t>& axes, bool keepdim = false) const;
+  Tensor sum(std::initializer_list<int64_t> axes, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& axes, bool keepdim = false) const;
+  Tensor mean(std::initializer_list<int64_t> axes, bool keepdim = false) const;
+  Tensor cumsum(int64_t axis) const;
+  /// vector_norm(*this, p, ...): torch's x.norm(p) over every element, or x.norm(p, dim, keepdim).
+  Tensor norm(double p = 2.0) const;
+  Tensor norm(double p, int64_t axis, bool keepdim = false) const;
+  Tensor norm(double p, std::initializer_list<int64_t> axes, bool keepdim = false) const;
   Tensor max() const;
   Tensor max(int64_t axis, bool keepdim = false) const;
   Tensor min() const;
@@ -233,6 +247,8 @@ class Tensor {
   Tensor tril(int64_t k = 0) const;
   Tensor triu(int64_t k = 0) const;
   Tensor gather(int64_t axis, const Tensor& index) const;
+  Tensor index_select(int64_t axis, const Tensor& index) const;
+  Tensor repeat(const Shape& repeats) const;
 
   // ---- copies and conversion ----
   Tensor contiguous() const;  ///< *this if already contiguous, else a differentiable copy

@@ -1,6 +1,7 @@
-// Indexing: select (x[i]), gather, argmax, tril / triu. select is a view; gather and tril / triu
-// are differentiable w.r.t. their float input; argmax and every integer or bool result carry no
-// gradient.
+// Indexing: select (x[i]), gather, index_select, argmax, tril / triu. select is a view; gather,
+// index_select and tril / triu are differentiable w.r.t. their float input; argmax and every
+// integer or bool result carry no gradient.
+#include <algorithm>
 #include <array>
 
 #include "core/autograd.h"
@@ -11,13 +12,18 @@ namespace heed {
 
 namespace {
 
-// Index i of an integer index tensor (any strides), as int64.
-std::vector<int64_t> index_values(const Tensor& index, const char* op) {
+// The elements of an integer index tensor (any strides), as int64, each checked to be in [0, n)
+// for axis `axis` (torch refuses a negative index too).
+std::vector<int64_t> index_values(const Tensor& index, const char* op, int64_t axis, int64_t n) {
   HEED_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op, ": index must be int32 or int64, got ",
              dtype_name(index.dtype()));
   std::vector<int64_t> out;
   out.reserve(index.numel());
-  for (double v : index.to_vector<double>()) out.push_back(static_cast<int64_t>(v));
+  for (double v : index.to_vector<double>()) {
+    HEED_CHECK(v >= 0 && v < static_cast<double>(n), op, ": index ", static_cast<int64_t>(v), " out of range for axis ", axis,
+               " of size ", n);
+    out.push_back(static_cast<int64_t>(v));
+  }
   return out;
 }
 
@@ -90,9 +96,7 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   for (int64_t d = 0; d < x.dim(); ++d)
     HEED_CHECK(d == axis || index.size(d) <= x.size(d), "gather: index ", to_string(index.shape()),
                " is larger than input ", to_string(x.shape()), " on axis ", d);
-  const std::vector<int64_t> idx = index_values(index, "gather");
-  const int64_t n = x.size(axis);
-  for (int64_t v : idx) HEED_CHECK(v >= 0 && v < n, "gather: index ", v, " out of range for axis ", axis, " of size ", n);
+  const std::vector<int64_t> idx = index_values(index, "gather", axis, x.size(axis));
   // Element e of the output (row-major over index's shape) reads x at e's multi-index with the
   // axis replaced by idx[e]: its offset under `strides` (x's for the forward, contiguous ones for
   // the backward's scatter-add into a fresh gradient).
@@ -126,6 +130,44 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
       const T* pg = gc.data<T>();
       T* pd = dx.data<T>();
       for (size_t e = 0; e < dst.size(); ++e) pd[dst[e]] += pg[e];
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
+  axis = detail::normalize_axis(axis, x.dim(), "index_select", x.shape());
+  HEED_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got shape ", to_string(index.shape()));
+  const int64_t n = x.size(axis);
+  const std::vector<int64_t> idx = index_values(index, "index_select", axis, n);
+  // x as (outer, n, inner): output row (o, j) is x's row (o, idx[j]), `inner` elements long.
+  const int64_t m = static_cast<int64_t>(idx.size());
+  const int64_t outer = numel_of(Shape(x.shape().begin(), x.shape().begin() + axis));
+  const int64_t inner = numel_of(Shape(x.shape().begin() + axis + 1, x.shape().end()));
+  Shape out_shape = x.shape();
+  out_shape[axis] = m;
+  const Tensor xc = detail::contiguous_data(x);
+  Tensor out = Tensor::empty(out_shape, x.dtype());
+  visit_any_dtype(x.dtype(), [&]<class T>() {
+    const T* p = xc.data<T>();
+    T* po = out.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < m; ++j) std::copy_n(p + (o * n + idx[j]) * inner, inner, po + (o * m + j) * inner);
+  });
+  if (!is_floating(x.dtype())) return out;
+  return record("index_select", out, {x}, [xs = x.shape(), idx, outer, n, inner](const Tensor& g) {
+    // Scatter-add: a repeated index gathers the gradient of every row that read it.
+    Tensor dx = Tensor::zeros(xs, g.dtype());
+    const int64_t m = static_cast<int64_t>(idx.size());
+    visit_dtype(g.dtype(), [&]<class T>() {
+      const T* pg = g.data<T>();
+      T* pd = dx.data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < m; ++j) {
+          const T* src = pg + (o * m + j) * inner;
+          T* dst = pd + (o * n + idx[j]) * inner;
+          for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
+        }
     });
     return std::vector<Tensor>{dx};
   });

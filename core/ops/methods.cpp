@@ -21,6 +21,16 @@ Tensor Tensor::sum() const { return heed::sum(*this); }
 Tensor Tensor::sum(int64_t axis, bool keepdim) const { return heed::sum(*this, axis, keepdim); }
 Tensor Tensor::mean() const { return heed::mean(*this); }
 Tensor Tensor::mean(int64_t axis, bool keepdim) const { return heed::mean(*this, axis, keepdim); }
+Tensor Tensor::sum(const std::vector<int64_t>& axes, bool keepdim) const { return heed::sum(*this, axes, keepdim); }
+Tensor Tensor::sum(std::initializer_list<int64_t> axes, bool keepdim) const { return heed::sum(*this, axes, keepdim); }
+Tensor Tensor::mean(const std::vector<int64_t>& axes, bool keepdim) const { return heed::mean(*this, axes, keepdim); }
+Tensor Tensor::mean(std::initializer_list<int64_t> axes, bool keepdim) const { return heed::mean(*this, axes, keepdim); }
+Tensor Tensor::cumsum(int64_t axis) const { return heed::cumsum(*this, axis); }
+Tensor Tensor::norm(double p) const { return heed::vector_norm(*this, p); }
+Tensor Tensor::norm(double p, int64_t axis, bool keepdim) const { return heed::vector_norm(*this, p, {axis}, keepdim); }
+Tensor Tensor::norm(double p, std::initializer_list<int64_t> axes, bool keepdim) const {
+  return heed::vector_norm(*this, p, axes, keepdim);
+}
 Tensor Tensor::max() const { return heed::max(*this); }
 Tensor Tensor::max(int64_t axis, bool keepdim) const { return heed::max(*this, axis, keepdim); }
 Tensor Tensor::min() const { return heed::min(*this); }
@@ -48,6 +58,8 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return heed
 Tensor Tensor::tril(int64_t k) const { return heed::tril(*this, k); }
 Tensor Tensor::triu(int64_t k) const { return heed::triu(*this, k); }
 Tensor Tensor::gather(int64_t axis, const Tensor& index) const { return heed::gather(*this, axis, index); }
+Tensor Tensor::index_select(int64_t axis, const Tensor& index) const { return heed::index_select(*this, axis, index); }
+Tensor Tensor::repeat(const Shape& repeats) const { return heed::repeat(*this, repeats); }
 
 // ---- in-place arithmetic: the out-of-place op's values, written back with copy_ (which counts
 // the write in version()), outside autograd (Tensor::check_in_place_write says what is refused).

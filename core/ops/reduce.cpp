@@ -1,4 +1,5 @@
-// Reductions and softmax: sum, mean, max over an axis or everything; softmax and log_softmax.
+// Reductions and softmax: sum, mean, max over an axis, several axes or everything; cumsum;
+// softmax and log_softmax.
 //
 // Every axis op views its (contiguous) input as (outer, n, inner): n the reduced axis, outer the
 // product of the dims before it, inner the product after. inner == 1 (the last axis: attention
@@ -9,6 +10,7 @@
 // there); the inner > 1 paths use xsimd too, since std::exp does not vectorise.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -124,6 +126,27 @@ void sum_backward(T* dx, const T* dout, double scale, int64_t outer, int64_t n, 
     for (int64_t k = 0; k < n; ++k) {
       T* row = dx + (o * n + k) * inner;
       for (int64_t i = 0; i < inner; ++i) row[i] = go[i] * s;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// cumsum along an axis. x, out: (outer, n, inner). out[o, k, i] = the sum of x[o, j, i] over
+// j <= k, or over j >= k with `reverse` (cumsum's backward). Acc is double for float32 too, as
+// torch's CPU kernel accumulates (so [1e8, 1, -1e8] ends in 1, not 0); uint64_t for integers,
+// where wrapping is defined.
+
+template <class Acc, class T, class Out>
+void cumulative_sum(Out* out, const T* x, int64_t outer, int64_t n, int64_t inner, bool reverse) {
+  std::vector<Acc> acc(inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    std::fill(acc.begin(), acc.end(), Acc(0));
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t row = (o * n + (reverse ? n - 1 - s : s)) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        acc[i] += static_cast<Acc>(x[row + i]);
+        out[row + i] = static_cast<Out>(acc[i]);
+      }
     }
   }
 }
@@ -372,6 +395,53 @@ Tensor integer_sum(const Tensor& a, std::optional<int64_t> axis, bool keepdim) {
 
 bool is_integer_or_bool(DType d) { return d == DType::i32 || d == DType::i64 || d == DType::boolean; }
 
+// A reduction over several axes runs as one reduction over the last axis: the reduced axes
+// permuted to the end and merged (a copy unless they already are the last ones), so each
+// single-axis kernel serves, with its accuracy and its backward. The plan checks the axes once.
+struct AxesPlan {
+  std::vector<int64_t> perm;  // the kept axes in order, then the reduced ones
+  Shape merged;               // the kept sizes, then the product of the reduced ones
+  Shape kept;                 // the result with keepdim (1 on the reduced axes)
+};
+
+// torch 1.13 reduces every axis for an empty list (x.sum(dim=[]) is x.sum()); a repeated axis is
+// refused, as torch's "appears multiple times".
+AxesPlan plan_axes(const Tensor& a, const std::vector<int64_t>& axes, const char* op) {
+  const int64_t nd = std::max<int64_t>(a.dim(), 1);  // a 0-d tensor has one axis to speak of, 0 or -1
+  std::vector<bool> reduced(nd, axes.empty());
+  for (int64_t axis : axes) {
+    const int64_t d = detail::normalize_axis(axis, nd, op, a.shape());
+    HEED_CHECK(!reduced[d], op, ": axis ", d, " appears more than once in ", to_string(axes));
+    reduced[d] = true;
+  }
+  AxesPlan p;
+  p.kept = a.shape();
+  int64_t n = 1;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (reduced[d]) {
+      n *= a.size(d);
+      p.kept[d] = 1;
+    } else {
+      p.perm.push_back(d);
+      p.merged.push_back(a.size(d));
+    }
+  }
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (reduced[d]) p.perm.push_back(d);
+  p.merged.push_back(n);
+  return p;
+}
+
+// `reduce` (a single-axis op over axis -1) applied over the plan's axes.
+Tensor reduce_axes(const Tensor& a, const AxesPlan& p, bool keepdim, const std::function<Tensor(const Tensor&)>& reduce) {
+  const Tensor out = reduce(reshape(permute(a, p.perm), p.merged));
+  return keepdim ? reshape(out, p.kept) : out;
+}
+
+void check_floating(const Tensor& a, const char* op) {
+  HEED_CHECK(is_floating(a.dtype()), op, ": needs a float32 or float64 tensor, got ", dtype_name(a.dtype()));
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
@@ -383,6 +453,86 @@ Tensor sum(const Tensor& a, int64_t axis, bool keepdim) {
   return is_integer_or_bool(a.dtype()) ? integer_sum(a, axis, keepdim) : sum_or_mean(a, axis, keepdim, false);
 }
 Tensor mean(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a, axis, keepdim, true); }
+Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce_axes(a, plan_axes(a, axes, "sum"), keepdim, [](const Tensor& m) { return sum(m, -1); });
+}
+Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
+  check_floating(a, "mean");  // torch refuses an integer mean too
+  return reduce_axes(a, plan_axes(a, axes, "mean"), keepdim, [](const Tensor& m) { return mean(m, -1); });
+}
+
+// vector_norm's forward is composed from the ops above with autograd off; its backward is torch's
+// norm_backward, which the composition's would not be: sqrt(sum(x^2)) differentiates to 0 * inf =
+// NaN at x = 0, where torch's gradient is 0, and the inf norm's ties share the gradient equally.
+Tensor vector_norm(const Tensor& x, double ord, const std::vector<int64_t>& axes, bool keepdim) {
+  check_floating(x, "vector_norm");
+  HEED_CHECK(!std::isnan(ord), "vector_norm: ord is NaN");
+  const AxesPlan plan = plan_axes(x, axes, "vector_norm");
+  const auto over = [&plan](const Tensor& t, Tensor (*reduce)(const Tensor&, int64_t, bool)) {
+    return reduce_axes(t, plan, true, [reduce](const Tensor& m) { return reduce(m, -1, false); });
+  };
+  Tensor norm;  // with keepdim's shape, as the backward reads it
+  {
+    NoGradGuard no_grad;
+    const Tensor a = abs(x);
+    if (std::isinf(ord)) {
+      // max and min have no identity: torch refuses an empty reduced axis too
+      HEED_CHECK(plan.merged.back() > 0, "vector_norm: the ", ord, " norm over an empty axis of ", to_string(x.shape()),
+                 " is undefined (max and min have no identity)");
+      norm = ord > 0 ? over(a, max) : over(a, min);
+    } else if (ord == 0) {
+      norm = over(ne(x, 0.0).to(x.dtype()), sum);  // the count of non-zero elements
+    } else if (ord == 1) {
+      norm = over(a, sum);
+    } else if (ord == 2) {
+      norm = sqrt(over(x * x, sum));
+    } else {
+      norm = pow(over(pow(a, ord), sum), 1.0 / ord);
+    }
+  }
+  const Tensor out = keepdim ? norm : reshape(norm, Shape(plan.merged.begin(), plan.merged.end() - 1));
+  return record("vector_norm", out, {x}, [x = x.detach(), norm = norm.detach(), ord, plan](const Tensor& g_out) {
+    if (ord == 0) return std::vector<Tensor>{Tensor()};  // a count: torch gives no gradient
+    const Tensor g = reshape(g_out, plan.kept);
+    const Tensor sign = gt(x, 0.0).to(x.dtype()) - lt(x, 0.0).to(x.dtype());
+    const Tensor norm_is_0 = eq(norm, 0.0);
+    Tensor dx;
+    if (ord == 1) {
+      dx = sign * g;
+    } else if (ord == 2) {
+      dx = g * where(norm_is_0, 0.0, x / norm);
+    } else if (std::isinf(ord)) {  // shared equally by the elements at the max (or min), NaNs too
+      const Tensor a = abs(x);
+      const Tensor at = logical_or(eq(a, norm), ne(a, a)).to(x.dtype());
+      dx = sign * (g / reduce_axes(at, plan, true, [](const Tensor& m) { return sum(m, -1); })) * at;
+    } else if (ord < 1) {  // |x|^(p - 1) is inf at x = 0: masked to 0 there, as torch
+      dx = sign * where(eq(x, 0.0), 0.0, pow(abs(x), ord - 1)) * g * pow(norm, 1 - ord);
+    } else {
+      const Tensor scale = where(norm_is_0, 0.0, g / pow(norm, ord - 1));
+      dx = (ord < 2 ? sign * pow(abs(x), ord - 1) : x * pow(abs(x), ord - 2)) * scale;
+    }
+    return std::vector<Tensor>{dx};
+  }, {x, norm});
+}
+
+Tensor cumsum(const Tensor& a, int64_t axis) {
+  const AxisView v = axis_view(a, axis, true, "cumsum");
+  const Tensor x = contiguous_data(a);
+  if (is_integer_or_bool(a.dtype())) {  // as torch: exact, in int64, no gradient
+    Tensor out = Tensor::empty(a.shape(), DType::i64);
+    visit_any_dtype(a.dtype(), [&]<class T>() {
+      cumulative_sum<uint64_t>(out.data<int64_t>(), x.data<T>(), v.outer, v.n, v.inner, false);
+    });
+    return out;
+  }
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() { cumulative_sum<double>(out.data<T>(), x.data<T>(), v.outer, v.n, v.inner, false); });
+  return record("cumsum", out, {a}, [v](const Tensor& g) {
+    Tensor dx = Tensor::empty(g.shape(), g.dtype());
+    visit_dtype(g.dtype(), [&]<class T>() { cumulative_sum<double>(dx.data<T>(), g.data<T>(), v.outer, v.n, v.inner, true); });
+    return std::vector<Tensor>{dx};
+  });
+}
 
 // var and std are composed of differentiable ops (two passes: the deviations from the mean, then
 // their squares summed), so their gradients are those ops' and need no backward of their own.

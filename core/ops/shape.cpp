@@ -1,5 +1,6 @@
 // Shape ops: views that re-describe the same storage (view, and reshape wherever the strides
-// allow; transpose, permute, slice, expand, squeeze, flatten) and the copies that cannot be views (concat).
+// allow; transpose, permute, slice, expand, squeeze, flatten) and the copies that cannot be views (concat,
+// repeat).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -126,19 +127,21 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
   return permute(a, axes);
 }
 
-Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t step) {
   const int64_t ax = normalize_axis(axis, a.dim(), "slice", a.shape());
+  HEED_CHECK(step > 0, "slice: step must be positive, got ", step, " (as torch's x[::step])");
   const int64_t len = a.shape()[ax];
   if (start < 0) start += len;
   if (end < 0) end += len;
   HEED_CHECK(0 <= start && start <= end && end <= len, "slice: range [", start, ", ", end,
              ") out of bounds for axis ", ax, " of shape ", to_string(a.shape()));
-  Shape shape = a.shape();
-  shape[ax] = end - start;
-  Tensor out = make_view(a, shape, a.strides(), a.offset() + start * a.strides()[ax]);
-  return record("slice", out, {a}, [from = a.shape(), dtype = a.dtype(), ax, start, end](const Tensor& g) {
+  Shape shape = a.shape(), strides = a.strides();
+  shape[ax] = (end - start + step - 1) / step;  // every step-th element of [start, end)
+  strides[ax] *= step;
+  Tensor out = make_view(a, shape, strides, a.offset() + start * a.strides()[ax]);
+  return record("slice", out, {a}, [from = a.shape(), dtype = a.dtype(), ax, start, end, step](const Tensor& g) {
     Tensor full = Tensor::zeros(from, dtype);
-    slice(full, ax, start, end).copy_(g);
+    slice(full, ax, start, end, step).copy_(g);
     return std::vector<Tensor>{full};
   });
 }
@@ -234,6 +237,25 @@ Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
   shape.push_back(numel_of(Shape(a.shape().begin() + start, a.shape().begin() + end + 1)));
   shape.insert(shape.end(), a.shape().begin() + end + 1, a.shape().end());
   return reshape(a, std::move(shape));
+}
+
+// Tiling through a broadcast: a viewed as (1, s0, 1, s1, ...) is expanded to (r0, s0, r1, s1, ...)
+// and copied, then merged into (r0 s0, r1 s1, ...); the gradient, expand's, sums the tiles.
+Tensor repeat(const Tensor& a, const Shape& repeats) {
+  HEED_CHECK(static_cast<int64_t>(repeats.size()) >= a.dim(), "repeat: ", repeats.size(), " counts ", to_string(repeats),
+             " for a tensor of shape ", to_string(a.shape()), " (one per axis at least)");
+  const size_t lead = repeats.size() - a.shape().size();  // new leading axes, of size 1 before tiling
+  Shape pairs_in, pairs, out(repeats.size());
+  int64_t numel = 1;
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    HEED_CHECK(repeats[i] >= 0, "repeat: negative count in ", to_string(repeats));
+    const int64_t size = i < lead ? 1 : a.shape()[i - lead];
+    HEED_CHECK(!__builtin_mul_overflow(repeats[i], size, &out[i]) && !__builtin_mul_overflow(numel, out[i], &numel),
+               "repeat: ", to_string(repeats), " of ", to_string(a.shape()), ": the element count overflows int64");
+    pairs_in.insert(pairs_in.end(), {1, size});
+    pairs.insert(pairs.end(), {repeats[i], size});
+  }
+  return reshape(expand(reshape(a, pairs_in), pairs).clone(), out);  // clone: a copy even of 1s, as torch
 }
 
 Tensor expand(const Tensor& a, const Shape& requested) {
