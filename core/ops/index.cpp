@@ -17,13 +17,9 @@ namespace {
 std::vector<int64_t> index_values(const Tensor& index, const char* op, int64_t axis, int64_t n) {
   HEED_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op, ": index must be int32 or int64, got ",
              dtype_name(index.dtype()));
-  std::vector<int64_t> out;
-  out.reserve(index.numel());
-  for (double v : index.to_vector<double>()) {
-    HEED_CHECK(v >= 0 && v < static_cast<double>(n), op, ": index ", static_cast<int64_t>(v), " out of range for axis ", axis,
-               " of size ", n);
-    out.push_back(static_cast<int64_t>(v));
-  }
+  std::vector<int64_t> out = index.to_vector<int64_t>();  // exact: not through a double
+  for (int64_t v : out)
+    HEED_CHECK(v >= 0 && v < n, op, ": index ", v, " out of range for axis ", axis, " of size ", n);
   return out;
 }
 

@@ -136,8 +136,8 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
   HEED_CHECK(0 <= start && start <= end && end <= len, "slice: range [", start, ", ", end,
              ") out of bounds for axis ", ax, " of shape ", to_string(a.shape()));
   Shape shape = a.shape(), strides = a.strides();
-  shape[ax] = (end - start + step - 1) / step;  // every step-th element of [start, end)
-  strides[ax] *= step;
+  shape[ax] = end == start ? 0 : (end - start - 1) / step + 1;  // every step-th element of [start, end)
+  if (shape[ax] > 1) strides[ax] *= step;  // within the axis then, so the product cannot overflow
   Tensor out = make_view(a, shape, strides, a.offset() + start * a.strides()[ax]);
   return record("slice", out, {a}, [from = a.shape(), dtype = a.dtype(), ax, start, end, step](const Tensor& g) {
     Tensor full = Tensor::zeros(from, dtype);

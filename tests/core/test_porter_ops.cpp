@@ -336,6 +336,9 @@ TEST_CASE("index_select refuses an out-of-range id naming it, a 2-D or float ind
   REQUIRE_THROWS_WITH(x.index_select(0, Tensor({{0}})), Contains("index_select") && Contains("1-D"));
   REQUIRE_THROWS_WITH(x.index_select(0, Tensor({0.0})), Contains("index_select") && Contains("float32"));
   REQUIRE_THROWS_WITH(x.index_select(2, Tensor({0})), Contains("index_select") && Contains("axis 2"));
+  // An int64 id past 2^53 is named exactly (it was read through a double, and rounded).
+  REQUIRE_THROWS_WITH(x.index_select(1, Tensor::from_vector(std::vector<int64_t>{9007199254740993L}, {1})),
+                      Contains("index 9007199254740993 out of range"));
 }
 
 // ------------------------------------------------------------------------------------------ linspace
@@ -422,4 +425,7 @@ TEST_CASE("slice refuses a zero or negative step", "[porter][slice_step]") {
   const Tensor a = Tensor::zeros({10});
   REQUIRE_THROWS_WITH(slice(a, 0, 0, 10, 0), Contains("slice") && Contains("step must be positive, got 0"));
   REQUIRE_THROWS_WITH(slice(a, 0, 0, 10, -1), Contains("slice") && Contains("got -1"));
+  // A step past the axis gives one element (its count and stride computed without overflow).
+  const Tensor one = slice(Tensor::arange(10, DType::f32), 0, 3, 10, std::numeric_limits<int64_t>::max());
+  REQUIRE(one.to_vector<float>() == std::vector<float>{3});
 }
