@@ -85,16 +85,21 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   const int64_t B = q.size(0), Tq = q.size(1), Tk = k.size(1), nh = options_.n_head;
   Masks masks;
   KeyPaddingMask padding;
+  Tensor padding_bias;  // a float key_padding_mask, (B, 1, 1, Tk)
   if (args.key_padding_mask.defined()) {
     const Tensor m = batched(unbatched, args.key_padding_mask);
     HEED_CHECK(m.dim() == 2 && m.size(0) == B && m.size(1) == Tk, "MultiHeadAttention: key_padding_mask ",
                to_string(args.key_padding_mask.shape()), " must be (B, Tk) = (", B, ", ", Tk, ")",
                unbatched ? " without B for unbatched input" : "");
-    HEED_CHECK(!is_floating(m.dtype()), "MultiHeadAttention: a ", dtype_name(m.dtype()),
-               " key_padding_mask (PyTorch adds a float one to the scores; heed reads masks as true = padding): ",
-               "pass a bool mask, or the float bias as attn_mask");
-    padding = key_padding_mask(m);
-    masks.key_padding = &padding;
+    if (is_floating(m.dtype())) {
+      // Added to every head's and query's scores, as PyTorch 2's (-inf masks a key).
+      HEED_CHECK(m.dtype() == q.dtype(), "MultiHeadAttention: a ", dtype_name(m.dtype()), " key_padding_mask for ",
+                 dtype_name(q.dtype()), " inputs");
+      padding_bias = reshape(m, {B, 1, 1, Tk});
+    } else {
+      padding = key_padding_mask(m);
+      masks.key_padding = &padding;
+    }
   }
   if (args.attn_mask.defined()) {
     const Tensor& m = args.attn_mask;
@@ -107,6 +112,7 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     masks.bias = m.dtype() == DType::boolean ? additive_mask(m, q.dtype()) : m;
     if (per_head) masks.bias = reshape(masks.bias, {B, nh, Tq, Tk});
   }
+  if (padding_bias.defined()) masks.bias = masks.bias.defined() ? add(masks.bias, padding_bias) : padding_bias;
   AttentionOutput out;
   Tensor weights;
   out.output = unbatched_result(unbatched, run(q, k, v, masks, args.need_weights ? &weights : nullptr));

@@ -60,8 +60,8 @@ struct MultiHeadAttentionOptions {
 /// The keywords of PyTorch's nn.MultiheadAttention.forward (batch_first=True).
 struct AttentionArgs {
   /// (B, Tk) bool or integer, **true (non-zero) = padding**, never attended to; (Tk) for
-  /// unbatched input. Undefined: none. A float mask, which PyTorch adds to the scores, is refused:
-  /// pass a bool one, or the float bias as attn_mask.
+  /// unbatched input. Undefined: none. Or float, of the inputs' dtype, added to the scaled scores
+  /// of every head and query (-inf masks a key), as PyTorch 2's (and on top of a float attn_mask).
   Tensor key_padding_mask = Tensor();
   /// bool, **true = NOT allowed** (nn.MultiheadAttention's convention; the opposite of
   /// scaled_dot_product_attention's), or float, added to the scaled scores (-inf masks); shape

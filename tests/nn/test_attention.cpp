@@ -514,9 +514,39 @@ TEST_CASE("attention dropout in training: the weights returned are the dropped o
   const Tensor v = reshape(slice(torch_like.c_attn->forward(x), 2, 32, 48), {2, 6, 4, 4}).permute({0, 2, 1, 3});
   const Tensor heads = reshape(matmul(w, v).permute({0, 2, 1, 3}), {2, 6, 16});
   require_values(y, {2, 6, 16}, torch_like.c_proj->forward(heads).to_vector<double>(), 1e-12);
-  // A float key padding mask is refused: PyTorch would add it to the scores.
-  REQUIRE_THROWS_WITH(torch_like.forward(x, x, x, {.key_padding_mask = Tensor::zeros({2, 6})}),
-                      Catch::Contains("float32 key_padding_mask") && Catch::Contains("pass a bool mask"));
+}
+
+// torch 1.13: mha(x, x, x, key_padding_mask=kpm) with a float kpm equals mha(x, x, x,
+// attn_mask=kpm.view(B, 1, 1, Tk).expand(B, nh, 1, Tk).reshape(B * nh, 1, Tk).expand(B * nh, Tq, Tk)),
+// outputs and weights to 0.0 (checked there); PyTorch 2 adds it to a float attn_mask too.
+TEST_CASE("a float key_padding_mask is added to every head's scores, as PyTorch's, and is differentiable",
+          "[attention]") {
+  nn::MultiHeadAttention m({.d_model = 8, .n_head = 2, .seed = 5});
+  m.to(DType::f64);
+  m.eval();
+  const Tensor x = randn64({2, 3, 8}, 6).detach();
+  const Tensor kpm = Tensor({{0.0, -1.0, 0.5}, {0.0, 0.0, -INFINITY}}).to(DType::f64);
+  const Tensor per_head = expand(reshape(expand(reshape(kpm, {2, 1, 1, 3}), {2, 2, 3, 3}), {4, 3, 3}), {4, 3, 3});
+  const auto [y, w] = m.forward(x, x, x, {.key_padding_mask = kpm, .need_weights = true, .average_attn_weights = false});
+  const auto [y_ref, w_ref] =
+      m.forward(x, x, x, {.attn_mask = per_head.contiguous(), .need_weights = true, .average_attn_weights = false});
+  require_values(y, {2, 3, 8}, y_ref.to_vector<double>(), 1e-14);
+  require_values(w, {2, 2, 3, 3}, w_ref.to_vector<double>(), 1e-14);
+  // The fused path (no weights asked for) agrees, and -inf is a bool mask's padding.
+  require_values(m.forward(x, x, x, {.key_padding_mask = kpm}).output, {2, 3, 8}, y_ref.to_vector<double>(), 1e-14);
+  const Tensor bool_pad = Tensor({{false, false, false}, {false, false, true}});
+  const Tensor inf_pad = Tensor({{0.0, 0.0, 0.0}, {0.0, 0.0, -INFINITY}}).to(DType::f64);
+  require_values(m.forward(x, x, x, {.key_padding_mask = inf_pad}).output, {2, 3, 8},
+                 m.forward(x, x, x, {.key_padding_mask = bool_pad}).output.to_vector<double>(), 1e-14);
+  // On top of a float attn_mask: the two are added.
+  const Tensor fm = randn64({3, 3}, 7).detach();
+  require_values(m.forward(x, x, x, {.key_padding_mask = kpm, .attn_mask = fm}).output, {2, 3, 8},
+                 m.forward(x, x, x, {.attn_mask = add(per_head, fm).contiguous()}).output.to_vector<double>(), 1e-14);
+  // Differentiable w.r.t. the mask (finite values), as an attn_mask is.
+  require_gradcheck([&](const std::vector<Tensor>& in) { return m.forward(x, x, x, {.key_padding_mask = in[0]}).output; },
+                    {randn64({2, 3}, 8)});
+  REQUIRE_THROWS_WITH(m.forward(x, x, x, {.key_padding_mask = Tensor::zeros({2, 3})}),
+                      Catch::Contains("a float32 key_padding_mask for float64 inputs"));
 }
 
 // ------------------------------------------------------------------------------------------
