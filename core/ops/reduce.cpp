@@ -448,16 +448,22 @@ void check_floating(const Tensor& a, const char* op) {
 // The ops
 
 Tensor sum(const Tensor& a) { return is_integer_or_bool(a.dtype()) ? integer_sum(a, std::nullopt, false) : sum_or_mean_all(a, false); }
-Tensor mean(const Tensor& a) { return sum_or_mean_all(a, true); }
+Tensor mean(const Tensor& a) {
+  check_floating(a, "mean");  // torch refuses an integer mean too
+  return sum_or_mean_all(a, true);
+}
 Tensor sum(const Tensor& a, int64_t axis, bool keepdim) {
   return is_integer_or_bool(a.dtype()) ? integer_sum(a, axis, keepdim) : sum_or_mean(a, axis, keepdim, false);
 }
-Tensor mean(const Tensor& a, int64_t axis, bool keepdim) { return sum_or_mean(a, axis, keepdim, true); }
+Tensor mean(const Tensor& a, int64_t axis, bool keepdim) {
+  check_floating(a, "mean");
+  return sum_or_mean(a, axis, keepdim, true);
+}
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
   return reduce_axes(a, plan_axes(a, axes, "sum"), keepdim, [](const Tensor& m) { return sum(m, -1); });
 }
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
-  check_floating(a, "mean");  // torch refuses an integer mean too
+  check_floating(a, "mean");
   return reduce_axes(a, plan_axes(a, axes, "mean"), keepdim, [](const Tensor& m) { return mean(m, -1); });
 }
 
