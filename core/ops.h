@@ -223,10 +223,45 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
 /// The slices of x at `index` along `axis`, in its order, repeats allowed (torch.index_select):
 /// index int32 or int64, 1-D (or 0-d: one); differentiable w.r.t. x (scatter-add).
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
+/// torch.scatter(x, axis, index, src), out of place: x with out[i][index[i][j]] = src[i][j] for
+/// axis 1; index as gather's, also no larger than src. Where index repeats a position the last
+/// write (row-major over index) wins, and its src element alone gets the gradient there (torch's
+/// winner is unspecified). Differentiable w.r.t. x (zero where written) and src.
+Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
+/// torch.scatter_add: as scatter, with src's elements added (repeats accumulate); not bool.
+Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
+/// torch.index_add: x with alpha * src's slice j along `axis` added to slice index[j]; index 1-D
+/// (int32 or int64), src x's shape with index's length on `axis`.
+Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0);
 /// The tensors (all of one shape) joined along a new axis (torch.stack).
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis = 0);
 /// torch.cat: concat under PyTorch's name.
 inline Tensor cat(const std::vector<Tensor>& parts, int64_t axis = 0) { return concat(parts, axis); }
+
+// ---------------------------------------------------------------- ordering (core/ops/sort.cpp)
+// Along `axis`, NaN orders as the largest value (as torch) and equal elements by index: sort is
+// stable (torch's stable=True; torch's default leaves ties in an unspecified order) and topk keeps
+// the lowest indices on ties (torch 1.13's pick is unspecified). Any dtype; a 0-d x is one element.
+/// Values and int64 indices, as torch's named tuple: `auto [values, indices] = sort(x);`.
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;
+};
+/// x's slices along `axis` in ascending (descending) order, and where each element came from.
+/// Differentiable w.r.t. x through the values (gather's backward).
+ValuesIndices sort(const Tensor& x, int64_t axis = -1, bool descending = false);
+/// sort's indices alone (torch.argsort); no gradient.
+Tensor argsort(const Tensor& x, int64_t axis = -1, bool descending = false);
+/// The k largest (smallest) elements along `axis`, 0 <= k <= size, and their indices, in order even
+/// when `sorted` is false (torch's order is unspecified then). Differentiable through the values.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest = true, bool sorted = true);
+
+// ---------------------------------------------------------------- sampling (core/ops/multinomial.cpp)
+/// torch.multinomial: num_samples int64 category indices per row of probs (1-D (n) or 2-D
+/// (rows, n); float, non-negative, finite, any positive sum), with or without replacement
+/// (without: at most as many as the non-zero probabilities; torch then draws zeros too), drawn from
+/// `gen` (none: the default generator). Each draw walks the row once: O(n) a draw.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false, Generator* gen = nullptr);
 
 // ---------------------------------------------------------------- whole-tensor reductions (core/ops/index.cpp)
 /// The largest / smallest element, shape [] (the gradient goes to the first such element).

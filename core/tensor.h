@@ -52,6 +52,7 @@ class Storage {
 
 class Node;
 class Generator;
+struct ValuesIndices;
 
 /// One element, or a nested braced list of them: what a tensor literal is written with,
 /// `Tensor({{1.0, 2.0}, {3.0, 4.0}})`. As torch.tensor: integers make int64, any floating-point
@@ -249,6 +250,14 @@ class Tensor {
   Tensor gather(int64_t axis, const Tensor& index) const;
   Tensor index_select(int64_t axis, const Tensor& index) const;
   Tensor repeat(const Shape& repeats) const;
+  Tensor scatter(int64_t axis, const Tensor& index, const Tensor& src) const;
+  Tensor scatter_add(int64_t axis, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0) const;
+  /// sort, topk: values and indices (a ValuesIndices, core/ops.h), `auto [v, i] = x.sort();`.
+  ValuesIndices sort(int64_t axis = -1, bool descending = false) const;
+  ValuesIndices topk(int64_t k, int64_t axis = -1, bool largest = true, bool sorted = true) const;
+  Tensor argsort(int64_t axis = -1, bool descending = false) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false, Generator* gen = nullptr) const;
 
   // ---- copies and conversion ----
   Tensor contiguous() const;  ///< *this if already contiguous, else a differentiable copy

@@ -1,6 +1,6 @@
-// Indexing: select (x[i]), gather, index_select, argmax, tril / triu. select is a view; gather,
-// index_select and tril / triu are differentiable w.r.t. their float input; argmax and every
-// integer or bool result carry no gradient.
+// Indexing: select (x[i]), gather, index_select, the scatters, argmax, tril / triu. select is a
+// view; gather, index_select, the scatters and tril / triu are differentiable w.r.t. their float
+// inputs; argmax and every integer or bool result carry no gradient.
 #include <algorithm>
 #include <array>
 
@@ -61,12 +61,7 @@ Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
   axis = detail::normalize_axis(axis, x.dim(), "argmax", x.shape());
   const int64_t n = x.size(axis);
   HEED_CHECK(n > 0, "argmax: axis ", axis, " of ", to_string(x.shape()), " is empty");
-  // Move the axis last so each slice is one contiguous row.
-  std::vector<int64_t> axes;
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (d != axis) axes.push_back(d);
-  axes.push_back(axis);
-  const Tensor rows = permute(x.detach(), axes).contiguous();
+  const Tensor rows = permute(x.detach(), detail::axis_to_end(x.dim(), axis)).contiguous();
   Shape out_shape = x.shape();
   out_shape.erase(out_shape.begin() + axis);
   Tensor out = Tensor::empty(out_shape, DType::i64);
@@ -85,31 +80,49 @@ Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
   return keepdim ? unsqueeze(out, axis) : out;
 }
 
+namespace {
+
+// The values of `index` for gather or a scatter into x along `axis` (already normalised), checked
+// as torch checks them: as many dims as x, no larger than x off `axis` (nor than src, a scatter's),
+// every value an index into x's `axis`.
+std::vector<int64_t> checked_index(const Tensor& x, int64_t axis, const Tensor& index, const Tensor* src,
+                                   const char* op) {
+  HEED_CHECK(index.dim() == x.dim(), op, ": index ", to_string(index.shape()), " must have as many dims as input ",
+             to_string(x.shape()));
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    HEED_CHECK(d == axis || index.size(d) <= x.size(d), op, ": index ", to_string(index.shape()),
+               " is larger than input ", to_string(x.shape()), " on axis ", d);
+    HEED_CHECK(!src || index.size(d) <= src->size(d), op, ": index ", to_string(index.shape()),
+               " is larger than src ", to_string(src->shape()), " on axis ", d);
+  }
+  return index_values(index, op, axis, x.size(axis));
+}
+
+// The offsets under `strides` of the elements of a tensor of shape `is`, row-major, each with its
+// coordinate on `axis` replaced by idx[e] when idx is given: where gather reads (x's strides) and
+// a scatter writes (contiguous ones); without idx, where a scatter reads its src.
+std::vector<int64_t> element_offsets(const Shape& is, const Shape& strides, const std::vector<int64_t>* idx,
+                                     int64_t axis) {
+  std::vector<int64_t> out(numel_of(is));
+  std::vector<int64_t> pos(is.size(), 0);
+  for (size_t e = 0; e < out.size(); ++e) {
+    for (size_t d = 0; d < is.size(); ++d)
+      out[e] += (idx && static_cast<int64_t>(d) == axis ? (*idx)[e] : pos[d]) * strides[d];
+    for (size_t d = is.size(); d-- > 0;) {
+      if (++pos[d] < is[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   axis = detail::normalize_axis(axis, x.dim(), "gather", x.shape());
-  HEED_CHECK(index.dim() == x.dim(), "gather: index ", to_string(index.shape()), " must have as many dims as input ",
-             to_string(x.shape()));
-  for (int64_t d = 0; d < x.dim(); ++d)
-    HEED_CHECK(d == axis || index.size(d) <= x.size(d), "gather: index ", to_string(index.shape()),
-               " is larger than input ", to_string(x.shape()), " on axis ", d);
-  const std::vector<int64_t> idx = index_values(index, "gather", axis, x.size(axis));
-  // Element e of the output (row-major over index's shape) reads x at e's multi-index with the
-  // axis replaced by idx[e]: its offset under `strides` (x's for the forward, contiguous ones for
-  // the backward's scatter-add into a fresh gradient).
+  const std::vector<int64_t> idx = checked_index(x, axis, index, nullptr, "gather");
   const Shape& is = index.shape();
-  auto offsets = [&](const Shape& strides) {
-    std::vector<int64_t> out(idx.size());
-    std::vector<int64_t> pos(is.size(), 0);
-    for (size_t e = 0; e < idx.size(); ++e) {
-      for (size_t d = 0; d < is.size(); ++d) out[e] += (static_cast<int64_t>(d) == axis ? idx[e] : pos[d]) * strides[d];
-      for (size_t d = is.size(); d-- > 0;) {
-        if (++pos[d] < is[d]) break;
-        pos[d] = 0;
-      }
-    }
-    return out;
-  };
-  const std::vector<int64_t> src = offsets(x.strides());
+  const std::vector<int64_t> src = element_offsets(is, x.strides(), &idx, axis);
   Tensor out = Tensor::empty(is, x.dtype());
   visit_any_dtype(x.dtype(), [&]<class T>() {
     const T* p = static_cast<const T*>(x.storage()->data()) + x.offset();
@@ -118,7 +131,7 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   });
   if (!is_floating(x.dtype())) return out;
   const Shape xs = x.shape();
-  std::vector<int64_t> dst = offsets(contiguous_strides(xs));
+  std::vector<int64_t> dst = element_offsets(is, contiguous_strides(xs), &idx, axis);
   return record("gather", out, {x}, [xs, dst = std::move(dst)](const Tensor& g) {
     const Tensor gc = g.contiguous();
     Tensor dx = Tensor::zeros(xs, g.dtype());
@@ -167,6 +180,77 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
     });
     return std::vector<Tensor>{dx};
   });
+}
+
+namespace {
+
+// out = x with src's elements written (add: added) at the positions index picks, as gather reads
+// them: out[i][index[i][j]] = src[i][j] on axis 1. Elements are written in index's row-major
+// order, so of two writes to one position the last wins, and its src element alone gets the
+// gradient there (torch leaves the winner unspecified and gives every src element the gradient).
+Tensor scatter_into(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, bool add, const char* op) {
+  axis = detail::normalize_axis(axis, x.dim(), op, x.shape());
+  HEED_CHECK(src.dtype() == x.dtype(), op, ": src is ", dtype_name(src.dtype()), " but input is ",
+             dtype_name(x.dtype()));
+  HEED_CHECK(src.dim() == x.dim(), op, ": src ", to_string(src.shape()), " must have as many dims as input ",
+             to_string(x.shape()));
+  HEED_CHECK(!add || x.dtype() != DType::boolean, op, ": cannot add bool tensors");
+  const std::vector<int64_t> idx = checked_index(x, axis, index, &src, op);
+  const Shape& is = index.shape();
+  const Shape xs = x.shape(), ss = src.shape();
+  std::vector<int64_t> dst = element_offsets(is, contiguous_strides(xs), &idx, axis);
+  const std::vector<int64_t> from = element_offsets(is, src.strides(), nullptr, axis);
+  Tensor out = Tensor::empty(xs, x.dtype());
+  out.copy_(x.detach());
+  visit_any_dtype(x.dtype(), [&]<class T>() {
+    const T* ps = static_cast<const T*>(src.storage()->data()) + src.offset();
+    T* po = out.data<T>();
+    for (size_t e = 0; e < dst.size(); ++e) po[dst[e]] = add ? static_cast<T>(po[dst[e]] + ps[from[e]]) : ps[from[e]];
+  });
+  if (!is_floating(x.dtype())) return out;
+  std::vector<int64_t> src_dst = element_offsets(is, contiguous_strides(ss), nullptr, axis);
+  return record(op, out, {x, src}, [add, ss, dst = std::move(dst), src_dst = std::move(src_dst)](const Tensor& g) {
+    const Tensor gc = g.contiguous();
+    Tensor dx = add ? gc : gc.clone(), dsrc = Tensor::zeros(ss, g.dtype());
+    visit_dtype(g.dtype(), [&]<class T>() {
+      const T* pg = gc.data<T>();
+      T* px = dx.data<T>();
+      T* ps = dsrc.data<T>();
+      std::vector<bool> written(add ? 0 : dx.numel(), false);
+      for (size_t e = dst.size(); e-- > 0;) {  // last first: a later write hides an earlier one
+        if (add || !written[dst[e]]) ps[src_dst[e]] = pg[dst[e]];
+        if (!add) written[dst[e]] = true;
+      }
+      if (!add)
+        for (size_t e = 0; e < dst.size(); ++e) px[dst[e]] = T(0);  // overwritten: x's value is gone
+    });
+    return std::vector<Tensor>{dx, dsrc};
+  });
+}
+
+}  // namespace
+
+Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
+  return scatter_into(x, axis, index, src, false, "scatter");
+}
+
+Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src) {
+  return scatter_into(x, axis, index, src, true, "scatter_add");
+}
+
+Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, double alpha) {
+  axis = detail::normalize_axis(axis, x.dim(), "index_add", x.shape());
+  HEED_CHECK(index.dim() == 1, "index_add: index must be 1-D, got ", to_string(index.shape()));
+  HEED_CHECK(src.dim() == x.dim(), "index_add: src ", to_string(src.shape()), " must have as many dims as input ",
+             to_string(x.shape()));
+  for (int64_t d = 0; d < x.dim(); ++d)
+    HEED_CHECK(src.size(d) == (d == axis ? index.size(0) : x.size(d)), "index_add: src ", to_string(src.shape()),
+               " must be input ", to_string(x.shape()), " with axis ", axis, " of index's size ", index.size(0));
+  // scatter_add with index[j] at every position j of src's `axis`: index seen as src's shape.
+  Shape along(x.dim(), 1);
+  along[axis] = index.size(0);
+  const Tensor spread = expand(reshape(index, along), src.shape());
+  return scatter_into(x, axis, spread, alpha == 1.0 ? src : mul(src, alpha), true, "index_add");
 }
 
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {

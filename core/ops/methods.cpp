@@ -60,6 +60,23 @@ Tensor Tensor::triu(int64_t k) const { return heed::triu(*this, k); }
 Tensor Tensor::gather(int64_t axis, const Tensor& index) const { return heed::gather(*this, axis, index); }
 Tensor Tensor::index_select(int64_t axis, const Tensor& index) const { return heed::index_select(*this, axis, index); }
 Tensor Tensor::repeat(const Shape& repeats) const { return heed::repeat(*this, repeats); }
+Tensor Tensor::scatter(int64_t axis, const Tensor& index, const Tensor& src) const {
+  return heed::scatter(*this, axis, index, src);
+}
+Tensor Tensor::scatter_add(int64_t axis, const Tensor& index, const Tensor& src) const {
+  return heed::scatter_add(*this, axis, index, src);
+}
+Tensor Tensor::index_add(int64_t axis, const Tensor& index, const Tensor& src, double alpha) const {
+  return heed::index_add(*this, axis, index, src, alpha);
+}
+ValuesIndices Tensor::sort(int64_t axis, bool descending) const { return heed::sort(*this, axis, descending); }
+ValuesIndices Tensor::topk(int64_t k, int64_t axis, bool largest, bool sorted) const {
+  return heed::topk(*this, k, axis, largest, sorted);
+}
+Tensor Tensor::argsort(int64_t axis, bool descending) const { return heed::argsort(*this, axis, descending); }
+Tensor Tensor::multinomial(int64_t num_samples, bool replacement, Generator* gen) const {
+  return heed::multinomial(*this, num_samples, replacement, gen);
+}
 
 // ---- in-place arithmetic: the out-of-place op's values, written back with copy_ (which counts
 // the write in version()), outside autograd (Tensor::check_in_place_write says what is refused).

@@ -18,6 +18,21 @@ inline int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op, const 
   return axis < 0 ? axis + ndim : axis;
 }
 
+/// The permutation that moves `axis` of an ndim-d tensor last: permuted by it and made contiguous,
+/// each slice along `axis` is one row (argmax, sort). axis_from_end undoes it.
+inline std::vector<int64_t> axis_to_end(int64_t ndim, int64_t axis) {
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (d != axis) axes.push_back(d);
+  axes.push_back(axis);
+  return axes;
+}
+inline std::vector<int64_t> axis_from_end(int64_t ndim, int64_t axis) {
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d < ndim; ++d) axes.push_back(d < axis ? d : d == axis ? ndim - 1 : d - 1);
+  return axes;
+}
+
 /// Strides of `t` seen as a tensor of shape `out` (right-aligned; 0 on broadcast axes).
 inline Shape broadcast_strides(const Tensor& t, const Shape& out) {
   Shape st(out.size(), 0);
