@@ -35,16 +35,9 @@ int32_t sample_token(std::vector<double> row, double temperature, int64_t top_k,
       if (v < kth) v = -std::numeric_limits<double>::infinity();
   }
   const double mx = *std::max_element(row.begin(), row.end());
-  double total = 0;
-  for (double& v : row) total += (v = std::exp(v - mx));
-  double u = gen.uniform() * total;
-  int32_t next = -1;
-  for (int64_t i = 0; i < V; ++i) {
-    if (row[i] <= 0) continue;
-    next = static_cast<int32_t>(i);  // rounding can leave u >= 0: then the last candidate
-    if ((u -= row[i]) < 0) break;
-  }
-  return next;
+  for (double& v : row) v = std::exp(v - mx);
+  // torch.multinomial(probs, 1) as nanoGPT draws, from the unnormalised weights: one uniform draw.
+  return static_cast<int32_t>(multinomial(Tensor::from_vector(row, {V}), 1, true, &gen).item());
 }
 
 bool reached_stop(const std::vector<int32_t>& out, const GenerateOptions& o) {

@@ -36,8 +36,9 @@ struct GenerateOptions {
   bool use_cache = true;
 };
 
-/// The next token from one row of logits, as described above; `gen` draws one uniform number
-/// unless temperature is 0. Throws on an empty row or a negative temperature.
+/// The next token from one row of logits, as described above: heed::multinomial(weights, 1) over
+/// the kept logits' softmax weights, so `gen` draws one uniform number unless temperature is 0.
+/// Throws on an empty row, a negative temperature or a NaN logit (multinomial's error).
 int32_t sample_token(std::vector<double> logits, double temperature, int64_t top_k, Generator& gen);
 
 /// Whether generated token sequence `out` just hit one of options' stop conditions.

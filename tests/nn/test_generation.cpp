@@ -230,6 +230,10 @@ TEST_CASE("sample_token: greedy, temperature and top-k", "[generation]") {
   CHECK(nn::sample_token({-5.0, -3.0, -4.0}, 1e-310, 0, gen) == 1);
   CHECK_THROWS(nn::sample_token({}, 1.0, 0, gen));
   CHECK_THROWS(nn::sample_token({1.0}, -1.0, 0, gen));
+  // A NaN logit makes NaN weights, which the draw (multinomial) refuses; it used to return the
+  // last candidate.
+  CHECK_THROWS_WITH(nn::sample_token({1.0, std::nan(""), 2.0}, 1.0, 0, gen),
+                    Catch::Contains("multinomial: probability nan"));
 }
 
 TEST_CASE("EncoderDecoder::generate: the cache gives a full recompute's tokens", "[generation]") {
