@@ -231,7 +231,7 @@ Tensor scatter(const Tensor& x, int64_t axis, const Tensor& index, const Tensor&
 /// torch.scatter_add: as scatter, with src's elements added (repeats accumulate); not bool.
 Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src);
 /// torch.index_add: x with alpha * src's slice j along `axis` added to slice index[j]; index 1-D
-/// (int32 or int64), src x's shape with index's length on `axis`.
+/// (int32 or int64), src x's shape with index's length on `axis`; alpha != 1 needs float tensors.
 Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0);
 /// The tensors (all of one shape) joined along a new axis (torch.stack).
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis = 0);

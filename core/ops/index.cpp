@@ -241,6 +241,9 @@ Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Ten
 Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, double alpha) {
   axis = detail::normalize_axis(axis, x.dim(), "index_add", x.shape());
   HEED_CHECK(index.dim() == 1, "index_add: index must be 1-D, got ", to_string(index.shape()));
+  // src * alpha is heed's mul, which takes float tensors only.
+  HEED_CHECK(alpha == 1.0 || is_floating(src.dtype()), "index_add: alpha = ", alpha, " needs a float src, got ",
+             dtype_name(src.dtype()));
   HEED_CHECK(src.dim() == x.dim(), "index_add: src ", to_string(src.shape()), " must have as many dims as input ",
              to_string(x.shape()));
   for (int64_t d = 0; d < x.dim(); ++d)

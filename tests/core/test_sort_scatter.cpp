@@ -220,6 +220,9 @@ TEST_CASE("scatter, scatter_add, index_add refuse bad input by name", "[scatter]
   REQUIRE_THROWS_WITH(index_add(x, 0, Tensor({0}), Tensor::ones({2, 4})),
                       "index_add: src [2, 4] must be input [3, 4] with axis 0 of index's size 1");
   REQUIRE_THROWS_WITH(index_add(x, 0, Tensor({{0}}), Tensor::ones({1, 4})), "index_add: index must be 1-D, got [1, 1]");
+  REQUIRE_THROWS_WITH(index_add(Tensor({1, 2}), 0, Tensor({1}), Tensor({5}), 2.0),
+                      "index_add: alpha = 2 needs a float src, got int64");
+  REQUIRE(ints(index_add(Tensor({1, 2}), 0, Tensor({1}), Tensor({5}))) == std::vector<int64_t>{1, 7});
 }
 
 TEST_CASE("multinomial draws in proportion to the weights, within a chi-square bound", "[multinomial]") {
