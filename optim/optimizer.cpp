@@ -31,21 +31,24 @@ static auto& entry(Entries& entries, std::string_view name) {
 Tensor& ParamState::tensor(std::string_view name) { return entry(tensors, name); }
 double& ParamState::scalar(std::string_view name) { return entry(scalars, name); }
 
+// A learning rate or a weight decay: finite and >= 0, wherever one is set. `where` names the group.
+static void check_rate(const char* optimizer, const char* what, double v, const std::string& where = "") {
+  HEED_CHECK(std::isfinite(v) && v >= 0, optimizer, ": invalid ", what, " ", v, where);
+}
+
 Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
                      std::vector<std::string> tensor_entries, std::vector<std::string> scalar_entries)
     : name_(name), groups_(std::move(groups)), tensor_entries_(std::move(tensor_entries)),
       scalar_entries_(std::move(scalar_entries)) {
-  HEED_CHECK(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate ", lr);
-  HEED_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, name_, ": invalid weight_decay ", weight_decay);
+  check_rate(name_, "learning rate", lr);
+  check_rate(name_, "weight_decay", weight_decay);
   std::set<std::string> names;
   std::unordered_set<const TensorImpl*> impls;
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (!groups_[g].weight_decay) groups_[g].weight_decay = weight_decay;
-    const double wd = *groups_[g].weight_decay;
-    HEED_CHECK(std::isfinite(wd) && wd >= 0, name_, ": invalid weight_decay ", wd, " in group ", g);
+    check_rate(name_, "weight_decay", *groups_[g].weight_decay, " in group " + std::to_string(g));
     if (!groups_[g].lr) groups_[g].lr = lr;
-    HEED_CHECK(std::isfinite(*groups_[g].lr) && *groups_[g].lr >= 0, name_, ": invalid learning rate ",
-               *groups_[g].lr, " in group ", g);
+    check_rate(name_, "learning rate", *groups_[g].lr, " in group " + std::to_string(g));
     for (const auto& [pname, t] : groups_[g].params) {
       HEED_CHECK(t.defined(), name_, ": parameter '", pname, "' is an undefined tensor");
       HEED_CHECK(names.insert(pname).second, name_, ": parameter name '", pname, "' is listed twice");
@@ -59,13 +62,13 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
 }
 
 void Optimizer::set_lr(double lr) {
-  HEED_CHECK(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate ", lr);
+  check_rate(name_, "learning rate", lr);
   for (auto& group : groups_) group.lr = lr;
 }
 
 void Optimizer::set_lr(size_t group, double lr) {
   HEED_CHECK(group < groups_.size(), name_, ": no group ", group, " (", groups_.size(), " groups)");
-  HEED_CHECK(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate ", lr, " for group ", group);
+  check_rate(name_, "learning rate", lr, " for group " + std::to_string(group));
   groups_[group].lr = lr;
 }
 
