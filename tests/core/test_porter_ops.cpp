@@ -357,8 +357,7 @@ TEST_CASE("linspace matches PyTorch bit for bit", "[porter][linspace]") {
     INFO("linspace(" << a << ", " << b << ", " << n << ", float64)");
     REQUIRE(Tensor::linspace(a, b, n, DType::f64).to_vector<double>() == want);
   };
-  // torch.linspace(start, end, steps, dtype=...), printed with float.hex; torch's own kernel takes
-  // its vector path from 16 float32 (8 float64) values on, whose lanes round differently (below).
+  // torch.linspace(start, end, steps, dtype=...), printed with float.hex.
   bits_f32(0, 1, 10, {0x0p+0f, 0x1.c71c72p-4f, 0x1.c71c72p-3f, 0x1.555556p-2f, 0x1.c71c72p-2f, 0x1.1c71c8p-1f,
                       0x1.555556p-1f, 0x1.8e38e4p-1f, 0x1.c71c72p-1f, 0x1p+0f});
   bits_f32(-1.3, 2.7, 7, {-0x1.4cccccp+0f, -0x1.444442p-1f, 0x1.11114p-5f, 0x1.666666p-1f, 0x1.5ddddep+0f,
@@ -375,11 +374,32 @@ TEST_CASE("linspace matches PyTorch bit for bit", "[porter][linspace]") {
   // torch.linspace(2, 5, 1) is [2.]; torch.linspace(0, 1, 0) is empty.
   require_values(Tensor::linspace(2, 5, 1), {1}, {2}, 0);
   REQUIRE(Tensor::linspace(0, 1, 0).shape() == Shape{0});
-  // torch.linspace(-1, 3, 40, dtype=torch.float64): within a rounding of the step past the scalar path.
-  std::vector<double> want(40);
-  for (int i = 0; i < 40; ++i) want[i] = -1 + 4.0 * i / 39;
-  require_values(Tensor::linspace(-1, 3, 40, DType::f64), {40}, want, 1e-15);
-  REQUIRE(Tensor::linspace(-1, 3, 40, DType::f64).at({39}) == 3.0);
+  // Past the scalar path: torch's loop takes 2 AVX2 vectors (8 float32 or 4 float64 each) at a
+  // time, each from its first element with lanes first + k * step (rounded product, then sum).
+  // 37 float32 values are 32 of them and a scalar tail; 40 float64 are all vectors.
+  bits_f32(0.1, 7.9, 37, {0x1.99999ap-4f, 0x1.444444p-2f, 0x1.111112p-1f, 0x1.8p-1f,      0x1.eeeefp-1f,
+                          0x1.2eeefp+0f,  0x1.666666p+0f, 0x1.9ddddep+0f, 0x1.d55556p+0f, 0x1.066666p+1f,
+                          0x1.222222p+1f, 0x1.3ddddep+1f, 0x1.59999ap+1f, 0x1.755556p+1f, 0x1.91111p+1f,
+                          0x1.acccccp+1f, 0x1.c88888p+1f, 0x1.e44444p+1f, 0x1p+2f,        0x1.0ddddep+2f,
+                          0x1.1bbbbcp+2f, 0x1.29999ap+2f, 0x1.377778p+2f, 0x1.455554p+2f, 0x1.533334p+2f,
+                          0x1.611112p+2f, 0x1.6eeefp+2f,  0x1.7ccccep+2f, 0x1.8aaaacp+2f, 0x1.98888ap+2f,
+                          0x1.a66668p+2f, 0x1.b44444p+2f, 0x1.c22222p+2f, 0x1.dp+2f,      0x1.dddddep+2f,
+                          0x1.ebbbbcp+2f, 0x1.f9999ap+2f});
+  bits_f64(-1, 3, 40, {-0x1p+0, -0x1.cb7cb7cb7cb7dp-1, -0x1.96f96f96f96fap-1, -0x1.6276276276276p-1,
+                       -0x1.2df2df2df2df3p-1, -0x1.f2df2df2df2ep-2, -0x1.89d89d89d89d9p-2, -0x1.20d20d20d20d2p-2,
+                       -0x1.6f96f96f96f98p-3, -0x1.3b13b13b13b16p-4, 0x1.a41a41a41a41p-6, 0x1.069069069069p-3,
+                       0x1.d89d89d89d89cp-3, 0x1.5555555555554p-2, 0x1.be5be5be5be5bp-2, 0x1.13b13b13b13b1p-1,
+                       0x1.4834834834834p-1, 0x1.7cb7cb7cb7cb7p-1, 0x1.b13b13b13b13ap-1, 0x1.e5be5be5be5bep-1,
+                       0x1.0d20d20d20d21p+0, 0x1.2762762762763p+0, 0x1.41a41a41a41a4p+0, 0x1.5be5be5be5be6p+0,
+                       0x1.7627627627628p+0, 0x1.906906906906ap+0, 0x1.aaaaaaaaaaaabp+0, 0x1.c4ec4ec4ec4edp+0,
+                       0x1.df2df2df2df2ep+0, 0x1.f96f96f96f97p+0, 0x1.09d89d89d89d9p+1, 0x1.16f96f96f96fap+1,
+                       0x1.241a41a41a41ap+1, 0x1.313b13b13b13bp+1, 0x1.3e5be5be5be5cp+1, 0x1.4b7cb7cb7cb7cp+1,
+                       0x1.589d89d89d89ep+1, 0x1.65be5be5be5bfp+1, 0x1.72df2df2df2ep+1, 0x1.8p+1});
+  bits_f64(2.5, -4.75, 19, {0x1.4p+1, 0x1.0c71c71c71c72p+1, 0x1.b1c71c71c71c7p+0, 0x1.4aaaaaaaaaaaap+0,
+                            0x1.c71c71c71c71cp-1, 0x1.f1c71c71c71c6p-2, 0x1.555555555555p-4, -0x1.471c71c71c72p-2,
+                            -0x1.71c71c71c71c8p-1, -0x1.2p+0, -0x1.871c71c71c71dp+0, -0x1.ee38e38e38e3ap+0,
+                            -0x1.2aaaaaaaaaaaap+1, -0x1.5e38e38e38e38p+1, -0x1.91c71c71c71c6p+1, -0x1.c555555555555p+1,
+                            -0x1.f8e38e38e38e4p+1, -0x1.1638e38e38e39p+2, -0x1.3p+2});
 }
 
 TEST_CASE("linspace refuses negative steps and integer dtypes", "[porter][linspace]") {
