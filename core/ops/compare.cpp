@@ -116,7 +116,25 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   const Shape shape = broadcast_shapes(a.shape(), mask.shape(), "masked_fill");
   HEED_CHECK(shape == a.shape(), "masked_fill: mask ", to_string(mask.shape()), " does not broadcast to ",
              to_string(a.shape()));
-  return where(mask, Tensor::scalar(value, a.dtype()), a);
+  const Tensor fill = Tensor::scalar(value, a.dtype());
+  if (is_floating(a.dtype())) return where(mask, fill, a);
+  // An integer or bool tensor (torch's labels.masked_fill(pad, -100), for ignore_index): nothing
+  // to differentiate, so picked element by element in its own type (int64 stays exact).
+  const Tensor c = mask.dtype() == DType::boolean ? mask : ne(mask, 0.0);
+  Tensor out = Tensor::empty(shape, a.dtype());
+  const Shape sc = detail::broadcast_strides(c, shape), sa = detail::broadcast_strides(a, shape), so = out.strides();
+  visit_any_dtype(a.dtype(), [&]<class T>() {
+    const bool* pc = static_cast<const bool*>(c.storage()->data());
+    const T* pa = static_cast<const T*>(a.storage()->data());
+    const T v = *fill.data<T>();
+    T* po = out.data<T>();
+    const int64_t ic = sc.empty() ? 0 : sc.back(), ia = sa.empty() ? 0 : sa.back();
+    detail::for_each_row<3>(shape, {&sc, &sa, &so}, {c.offset(), a.offset(), 0},
+                            [&](int64_t n, const std::array<int64_t, 3>& off) {
+                              for (int64_t i = 0; i < n; ++i) po[off[2] + i] = pc[off[0] + i * ic] ? v : pa[off[1] + i * ia];
+                            });
+  });
+  return out;
 }
 
 }  // namespace heed

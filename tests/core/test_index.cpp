@@ -285,6 +285,39 @@ TEST_CASE("where and masked_fill: values and float64 gradients", "[index]") {
   require_gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0].transpose(0, 1), cond, 0.5); }, {c});
 }
 
+// torch 1.13: labels.masked_fill(pad, -100) builds cross_entropy's ignored targets; heed refused
+// an integer tensor there, naming `where`.
+//   torch.tensor([[3, 1, 4], [1, 5, 9]]).masked_fill(torch.tensor([False, True, True]), -100)
+//   -> [[3, -100, -100], [1, -100, -100]], int64; int32 stays int32; torch.tensor([1, 2]).masked_fill(m, 2.7)
+//   truncates to 2; torch.tensor([True, False]).masked_fill(torch.tensor([False, True]), 1) -> [True, True];
+//   torch.tensor([2**53 + 1, 5]).masked_fill(torch.tensor([False, True]), -100) -> [9007199254740993, -100]
+TEST_CASE("masked_fill of integer and bool tensors, as torch's labels.masked_fill(pad, -100)", "[index]") {
+  const Tensor labels = Tensor({{3, 1, 4}, {1, 5, 9}});
+  const Tensor pad = Tensor({false, true, true});
+  Tensor filled = labels.masked_fill(pad, -100);
+  REQUIRE(filled.dtype() == DType::i64);
+  REQUIRE(filled.to_vector<int64_t>() == std::vector<int64_t>{3, -100, -100, 1, -100, -100});
+  // A transposed input and an integer mask (non-zero = true), and int32 kept.
+  const Tensor t32 = labels.to(DType::i32).transpose(0, 1);  // (3, 2)
+  Tensor f32 = masked_fill(t32, Tensor({{1}, {0}, {2}}), 7.0);
+  REQUIRE(f32.dtype() == DType::i32);
+  REQUIRE(f32.to_vector<int32_t>() == std::vector<int32_t>{7, 7, 1, 5, 7, 7});
+  REQUIRE(masked_fill(Tensor({1, 2}), Tensor({true, false}), 2.7).to_vector<int64_t>() == std::vector<int64_t>{2, 2});
+  REQUIRE(masked_fill(Tensor({true, false}), Tensor({false, true}), 1.0).to_vector<int64_t>() ==
+          std::vector<int64_t>{1, 1});
+  REQUIRE(masked_fill(Tensor({true, false}), Tensor({false, true}), 1.0).dtype() == DType::boolean);
+  const Tensor big = Tensor::from_vector(std::vector<int64_t>{(int64_t{1} << 53) + 1, 5}, {2});
+  REQUIRE(masked_fill(big, Tensor({false, true}), -100).to_vector<int64_t>() ==
+          std::vector<int64_t>{(int64_t{1} << 53) + 1, -100});
+  // The porter's use: the filled labels are ignored by cross_entropy, as torch's.
+  const Tensor logits = randn64({2, 3, 3}, 4);  // (N, C, T)
+  const Tensor targets = Tensor({{2, 1, 0}, {1, 0, 2}}).masked_fill(pad, -100);
+  const Tensor a = cross_entropy(logits, targets, {.ignore_index = -100});
+  const Tensor b = cross_entropy(slice(logits, 2, 0, 1).reshape({2, 3}), Tensor({2, 1}));
+  require_values(a, {}, {b.item()}, 1e-15);
+  REQUIRE_THROWS_WITH(masked_fill(Tensor({1, 2}), Tensor({true, false}), NAN), Catch::Contains("cannot be converted to int64"));
+}
+
 TEST_CASE("tril, triu, argmax, select, gather, stack, cat", "[index]") {
   const Tensor m = Tensor::arange(0, 12).reshape({3, 4});
   // torch.tril(torch.arange(12).reshape(3,4), -1), torch.triu(..., 1)
