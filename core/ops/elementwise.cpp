@@ -47,10 +47,18 @@ static void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
              to_string(a.shape()), " and ", dtype_name(b.dtype()), " ", to_string(b.shape()), ")");
 }
 
+// The kernels here take float32 or float64 tensors: an integer or bool one is refused naming the
+// op (visit_dtype's own message would not say which op of an expression it was).
+static void check_floating(const Tensor& t, const char* op) {
+  HEED_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 tensor, got ", dtype_name(t.dtype()), " ",
+             to_string(t.shape()), " (convert with .to(DType::f32))");
+}
+
 // out = f(a, b) elementwise with broadcasting; `out` is a new contiguous tensor.
 template <class F>
 static Tensor binary_map(const Tensor& a, const Tensor& b, const char* op, F f) {
   check_same_dtype(a, b, op);
+  check_floating(a, op);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(shape, a.dtype());
   visit_dtype(a.dtype(), [&]<class T>() {
@@ -87,7 +95,8 @@ static Tensor binary_map(const Tensor& a, const Tensor& b, const char* op, F f) 
 
 // out = f(a) elementwise; `out` is a new contiguous tensor.
 template <class F>
-static Tensor unary_map(const Tensor& a, F f) {
+static Tensor unary_map(const char* op, const Tensor& a, F f) {
+  check_floating(a, op);
   const Tensor x = contiguous_data(a);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   visit_dtype(x.dtype(), [&]<class T>() {
@@ -121,7 +130,8 @@ static void simd_apply(T* out, int64_t n, F f, const In*... in) {
 }
 
 template <class F>
-static Tensor simd_unary_map(const Tensor& a, F f) {
+static Tensor simd_unary_map(const char* op, const Tensor& a, F f) {
+  check_floating(a, op);
   const Tensor x = contiguous_data(a);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   visit_dtype(x.dtype(), [&]<class T>() { simd_apply(out.data<T>(), x.numel(), f, x.data<T>()); });
@@ -131,6 +141,7 @@ static Tensor simd_unary_map(const Tensor& a, F f) {
 template <class F>
 static Tensor simd_binary_map(const Tensor& a, const Tensor& b, const char* op, F f) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return binary_map(a, b, op, f);
+  check_floating(a, op);
   const Tensor x = contiguous_data(a);
   const Tensor y = contiguous_data(b);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
@@ -221,29 +232,29 @@ Tensor div(const Tensor& a, const Tensor& b) {
 // scalar arithmetic
 
 Tensor add(const Tensor& a, double s) {
-  Tensor out = unary_map(a, [s](auto x) { return x + static_cast<decltype(x)>(s); });
+  Tensor out = unary_map("add", a, [s](auto x) { return x + static_cast<decltype(x)>(s); });
   return record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor mul(const Tensor& a, double s) {
-  Tensor out = unary_map(a, [s](auto x) { return x * static_cast<decltype(x)>(s); });
+  Tensor out = unary_map("mul", a, [s](auto x) { return x * static_cast<decltype(x)>(s); });
   return record("mul_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
 }
 
 Tensor div(const Tensor& a, double s) {
   // A division, not a product with 1 / s: correctly rounded as torch's a / s, and no overflow of
   // 1 / s for a tiny s.
-  Tensor out = unary_map(a, [s](auto x) { return x / static_cast<decltype(x)>(s); });
+  Tensor out = unary_map("div", a, [s](auto x) { return x / static_cast<decltype(x)>(s); });
   return record("div_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{div(g, s)}; });
 }
 
 Tensor rsub(double s, const Tensor& a) {
-  Tensor out = unary_map(a, [s](auto x) { return static_cast<decltype(x)>(s) - x; });
+  Tensor out = unary_map("rsub", a, [s](auto x) { return static_cast<decltype(x)>(s) - x; });
   return record("rsub_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 
 Tensor rdiv(double s, const Tensor& a) {
-  Tensor out = unary_map(a, [s](auto x) { return static_cast<decltype(x)>(s) / x; });
+  Tensor out = unary_map("rdiv", a, [s](auto x) { return static_cast<decltype(x)>(s) / x; });
   // d(s/a) = -s / a^2 = -out / a
   return record("rdiv_scalar", out, {a}, [a = a.detach(), y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{neg(div(mul(g, y), a))};
@@ -251,7 +262,7 @@ Tensor rdiv(double s, const Tensor& a) {
 }
 
 Tensor neg(const Tensor& a) {
-  Tensor out = unary_map(a, [](auto x) { return -x; });
+  Tensor out = unary_map("neg", a, [](auto x) { return -x; });
   return record("neg", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 
@@ -259,12 +270,12 @@ Tensor neg(const Tensor& a) {
 // pointwise functions
 
 Tensor pow(const Tensor& a, double p) {
-  Tensor out = unary_map(a, [p](auto x) { return std::pow(x, static_cast<decltype(x)>(p)); });
+  Tensor out = unary_map("pow", a, [p](auto x) { return std::pow(x, static_cast<decltype(x)>(p)); });
   // d a^p = p a^(p-1); a^0 is constant, so its gradient is 0 even at a = 0, where p a^(p-1)
   // would be 0 * inf (torch's pow backward makes the same exception).
   return record("pow", out, {a}, [a = a.detach(), p](const Tensor& g) {
     if (p == 0.0) return std::vector<Tensor>{Tensor::zeros(a.shape(), a.dtype())};
-    Tensor d = unary_map(a, [p](auto x) { return static_cast<decltype(x)>(p) * std::pow(x, static_cast<decltype(x)>(p - 1)); });
+    Tensor d = unary_map("pow", a, [p](auto x) { return static_cast<decltype(x)>(p) * std::pow(x, static_cast<decltype(x)>(p - 1)); });
     return std::vector<Tensor>{mul(g, d)};
   }, {a});
 }
@@ -281,17 +292,17 @@ static V exp_any(V x) {
 }
 
 Tensor exp(const Tensor& a) {
-  Tensor out = simd_unary_map(a, [](auto x) { return exp_any(x); });
+  Tensor out = simd_unary_map("exp", a, [](auto x) { return exp_any(x); });
   return record("exp", out, {a}, [y = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; }, {out});
 }
 
 Tensor log(const Tensor& a) {
-  Tensor out = unary_map(a, [](auto x) { return std::log(x); });
+  Tensor out = unary_map("log", a, [](auto x) { return std::log(x); });
   return record("log", out, {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; }, {a});
 }
 
 Tensor sqrt(const Tensor& a) {
-  Tensor out = unary_map(a, [](auto x) { return std::sqrt(x); });
+  Tensor out = unary_map("sqrt", a, [](auto x) { return std::sqrt(x); });
   // d sqrt(a) = 1 / (2 sqrt(a))
   return record("sqrt", out, {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{div(mul(g, 0.5), y)};
@@ -299,7 +310,7 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
-  Tensor out = simd_unary_map(a, [](auto x) {
+  Tensor out = simd_unary_map("tanh", a, [](auto x) {
     if constexpr (std::is_floating_point_v<decltype(x)>) {
       return std::tanh(x);
     } else {
@@ -315,7 +326,7 @@ Tensor tanh(const Tensor& a) {
 Tensor abs(const Tensor& a) {
   // One pass each way (it was eight tensor ops): |-0| = +0 as torch's; the gradient is g sign(a),
   // 0 at 0 as torch's, a product as before (a NaN or infinite g times 0 stays NaN).
-  Tensor out = unary_map(a, [](auto x) { return std::abs(x); });
+  Tensor out = unary_map("abs", a, [](auto x) { return std::abs(x); });
   return record("abs", out, {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{binary_map(g, a, "abs_backward", [](auto gv, auto x) {
       using T = decltype(gv);
@@ -327,7 +338,7 @@ Tensor abs(const Tensor& a) {
 Tensor relu(const Tensor& a) {
   // Written as "x <= 0 gives 0" rather than "x > 0 keeps x", so a NaN stays NaN and its gradient
   // passes, as torch.relu (clamp_min) and its threshold_backward do.
-  Tensor out = unary_map(a, [](auto x) { return x <= 0 ? decltype(x)(0) : x; });
+  Tensor out = unary_map("relu", a, [](auto x) { return x <= 0 ? decltype(x)(0) : x; });
   return record("relu", out, {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{binary_map(g, y, "relu_backward", [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; })};
   }, {out});
@@ -335,7 +346,7 @@ Tensor relu(const Tensor& a) {
 
 Tensor gelu(const Tensor& a) {
   // gelu(x) = x Phi(x), Phi the standard normal CDF (core/ops/normal_cdf.h: why not via erf).
-  Tensor out = simd_unary_map(a, [](auto x) { return x * detail::normal_cdf_pdf(x).cdf; });
+  Tensor out = simd_unary_map("gelu", a, [](auto x) { return x * detail::normal_cdf_pdf(x).cdf; });
   // d gelu = Phi(x) + x phi(x), phi the standard normal density.
   return record("gelu", out, {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{simd_binary_map(g, a, "gelu_backward", [](auto gv, auto x) {
@@ -376,7 +387,7 @@ static GeluTanh<T> gelu_tanh_lanes(T x) {
 
 Tensor gelu(const Tensor& a, GeluApproximation approximate) {
   if (approximate == GeluApproximation::none) return gelu(a);
-  Tensor out = simd_unary_map(a, [](auto x) { return gelu_tanh_lanes(x).value; });
+  Tensor out = simd_unary_map("gelu", a, [](auto x) { return gelu_tanh_lanes(x).value; });
   return record("gelu_tanh", out, {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{simd_binary_map(g, a, "gelu_tanh_backward", [](auto gv, auto x) {
       return gv * gelu_tanh_lanes(x).slope;
@@ -386,7 +397,7 @@ Tensor gelu(const Tensor& a, GeluApproximation approximate) {
 
 Tensor sigmoid(const Tensor& a) {
   // e^-x overflows to inf below about -88 (float32), giving 1 / inf = 0: the right limit.
-  Tensor out = simd_unary_map(a, [](auto x) { return decltype(x)(1) / (decltype(x)(1) + exp_any(-x)); });
+  Tensor out = simd_unary_map("sigmoid", a, [](auto x) { return decltype(x)(1) / (decltype(x)(1) + exp_any(-x)); });
   // d sigmoid = y (1 - y)
   return record("sigmoid", out, {a}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{simd_binary_map(g, y, "sigmoid_backward", [](auto gv, auto yv) {
@@ -398,7 +409,7 @@ Tensor sigmoid(const Tensor& a) {
 Tensor silu(const Tensor& a) {
   // torch's form x / (1 + e^-x), not x * sigmoid(x): far left, sigmoid(x) is a subnormal that has
   // lost its digits before the product.
-  Tensor out = simd_unary_map(a, [](auto x) { return x / (decltype(x)(1) + exp_any(-x)); });
+  Tensor out = simd_unary_map("silu", a, [](auto x) { return x / (decltype(x)(1) + exp_any(-x)); });
   // d silu = s (1 + x (1 - s)), s = sigmoid(x), as torch's silu_backward.
   return record("silu", out, {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{simd_binary_map(g, a, "silu_backward", [](auto gv, auto x) {
@@ -410,14 +421,14 @@ Tensor silu(const Tensor& a) {
 }
 
 Tensor sin(const Tensor& a) {
-  Tensor out = unary_map(a, [](auto x) { return std::sin(x); });
+  Tensor out = unary_map("sin", a, [](auto x) { return std::sin(x); });
   return record("sin", out, {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{binary_map(g, a, "sin_backward", [](auto gv, auto x) { return gv * std::cos(x); })};
   }, {a});
 }
 
 Tensor cos(const Tensor& a) {
-  Tensor out = unary_map(a, [](auto x) { return std::cos(x); });
+  Tensor out = unary_map("cos", a, [](auto x) { return std::cos(x); });
   return record("cos", out, {a}, [a = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{binary_map(g, a, "cos_backward", [](auto gv, auto x) { return -(gv * std::sin(x)); })};
   }, {a});
@@ -435,7 +446,7 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
   const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
   // The bounds rounded to a's dtype first, as torch's scalars are; written so that a NaN element
   // stays NaN (each comparison with NaN is false), and lo > hi gives hi.
-  Tensor out = unary_map(a, [l, h](auto x) {
+  Tensor out = unary_map("clamp", a, [l, h](auto x) {
     using T = decltype(x);
     const T lt = static_cast<T>(l), ht = static_cast<T>(h);
     const T y = x < lt ? lt : x;

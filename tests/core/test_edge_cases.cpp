@@ -175,3 +175,24 @@ TEST_CASE("record, load_state_dict and module names refuse what would fail later
   };
   REQUIRE_THROWS_WITH(Named(), Contains("'__metadata__' cannot name"));
 }
+
+// fairseq's make_positions, (cumsum(mask, 1).type_as(mask) * mask).long() + 1, ported as is: torch
+// computes it in int32; heed's arithmetic takes float tensors only (docs/pytorch.md), and said so
+// without naming the op, so a porter could not tell which part of the expression it was.
+TEST_CASE("elementwise ops refuse an integer or bool tensor naming the op", "[edge]") {
+  const Tensor mask = (Tensor({{5, 7, 1}, {4, 1, 1}}) != 1.0).to(DType::i32);
+  REQUIRE_THROWS_WITH(cumsum(mask, 1).to(DType::i32) * mask,
+                      Contains("mul: expected a float32 or float64 tensor, got int32 [2, 3]") &&
+                          Contains("convert with .to(DType::f32)"));
+  REQUIRE_THROWS_WITH(add(Tensor::arange(3), Tensor::arange(3).reshape({3, 1})), Contains("add: expected a float32"));
+  REQUIRE_THROWS_WITH(Tensor::arange(3) + 1.0, Contains("add: expected a float32 or float64 tensor, got int64 [3]"));
+  REQUIRE_THROWS_WITH(1.0 - Tensor::arange(3), Contains("rsub: expected"));
+  REQUIRE_THROWS_WITH(-Tensor::arange(3), Contains("neg: expected"));
+  REQUIRE_THROWS_WITH(exp(mask), Contains("exp: expected"));
+  REQUIRE_THROWS_WITH(relu(mask > 0), Contains("relu: expected a float32 or float64 tensor, got bool"));
+  REQUIRE_THROWS_WITH(sigmoid(mask), Contains("sigmoid: expected"));
+  REQUIRE_THROWS_WITH(mask.clamp(0.0, 1.0), Contains("clamp: expected"));
+  // The float forms still run: the porter's line with float masks.
+  const Tensor fmask = mask.to(DType::f32);
+  REQUIRE((cumsum(fmask, 1) * fmask + 1.0).to_vector<float>() == std::vector<float>{2, 3, 1, 2, 1, 1});
+}
