@@ -49,13 +49,26 @@ EncoderLayer::EncoderLayer(const TransformerLayerOptions& options) : options_(op
   init::by_name(*this, seed_or_draw(options.seed));
 }
 
-Tensor EncoderLayer::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
+template <class Attend>
+Tensor EncoderLayer::layer(const Tensor& x, Attend&& attend) {
   if (options_.norm == NormPlacement::pre) {
-    Tensor h = x + dropout1->forward(self_attn->forward(norm1->forward(x), src_mask));
+    Tensor h = x + dropout1->forward(attend(norm1->forward(x)));
     return h + dropout2->forward(ff->forward(norm2->forward(h)));
   }
-  Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, src_mask)));
+  Tensor h = norm1->forward(x + dropout1->forward(attend(x)));
   return norm2->forward(h + dropout2->forward(ff->forward(h)));
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
+  return layer(x, [&](const Tensor& t) { return self_attn->forward(t, src_mask); });
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const EncoderMasks& masks) {
+  // One tensor as query, key and value: the fused projection runs once.
+  return layer(x, [&](const Tensor& t) {
+    return self_attn->forward(t, t, t, {.key_padding_mask = masks.src_key_padding_mask, .attn_mask = masks.src_mask})
+        .output;
+  });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -104,6 +117,12 @@ Encoder::Encoder(const TransformerLayerOptions& options, int64_t n_layers) {
 Tensor Encoder::forward(const Tensor& x, const KeyPaddingMask* src_mask) {
   Tensor h = x;
   for (const auto& layer : *layers) h = layer->forward(h, src_mask);
+  return norm ? norm->forward(h) : h;
+}
+
+Tensor Encoder::forward(const Tensor& x, const EncoderMasks& masks) {
+  Tensor h = x;
+  for (const auto& layer : *layers) h = layer->forward(h, masks);
   return norm ? norm->forward(h) : h;
 }
 

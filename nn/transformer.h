@@ -45,6 +45,17 @@ struct TransformerLayerOptions {
   std::optional<uint64_t> seed = std::nullopt;
 };
 
+/// The masks of PyTorch's TransformerEncoderLayer / TransformerEncoder forward, as tensors:
+/// `layer.forward(x, {.src_key_padding_mask = pad})` is `layer(x, src_key_padding_mask=pad)`.
+struct EncoderMasks {
+  /// (T, T) or (B * n_head, T, T): bool, true = NOT allowed, or float, added to the scores (-inf
+  /// masks), as MultiHeadAttention's attn_mask; undefined: none.
+  Tensor src_mask = Tensor();
+  /// (B, T): bool or integer, true (non-zero) = padding, or float, added to every head's and
+  /// query's scores (-inf masks a key), as MultiHeadAttention's key_padding_mask; undefined: none.
+  Tensor src_key_padding_mask = Tensor();
+};
+
 /// One encoder layer: self-attention then feed-forward (ReLU by default, as the paper), each with a residual.
 /// Children: "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2".
 class EncoderLayer : public Module {
@@ -52,6 +63,8 @@ class EncoderLayer : public Module {
   explicit EncoderLayer(const TransformerLayerOptions& options);
   /// (B, T, C) -> (B, T, C); src_mask (B, T) marks padded positions (nullptr: none).
   Tensor forward(const Tensor& x, const KeyPaddingMask* src_mask = nullptr);
+  /// (B, T, C) -> (B, T, C) with PyTorch's masks as tensors (float ones differentiable).
+  Tensor forward(const Tensor& x, const EncoderMasks& masks);
   const TransformerLayerOptions& options() const { return options_; }
 
   std::shared_ptr<MultiHeadAttention> self_attn;
@@ -60,6 +73,9 @@ class EncoderLayer : public Module {
   std::shared_ptr<Dropout> dropout1, dropout2;
 
  private:
+  // The two sublayers around `attend`, the self-attention of its argument.
+  template <class Attend>
+  Tensor layer(const Tensor& x, Attend&& attend);
   TransformerLayerOptions options_;
 };
 
@@ -90,6 +106,8 @@ class Encoder : public Module {
   Encoder(const TransformerLayerOptions& options, int64_t n_layers);
   /// (B, T, C) -> (B, T, C).
   Tensor forward(const Tensor& x, const KeyPaddingMask* src_mask = nullptr);
+  /// The same with PyTorch's masks as tensors, each layer given both.
+  Tensor forward(const Tensor& x, const EncoderMasks& masks);
 
   std::shared_ptr<ModuleList<EncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  ///< null for post-norm

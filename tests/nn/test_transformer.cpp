@@ -181,6 +181,68 @@ TEST_CASE("EncoderLayer and DecoderLayer with activation gelu match PyTorch's", 
   CHECK((*model.decoder->layers)[0]->ff->activation() == nn::Activation::gelu);
 }
 
+// torch 1.13, the helpers of ref_tf.py above, f and param, with a 2-layer stack:
+//   layer = torch.nn.TransformerEncoderLayer(C, nh, F, 0.0, 'gelu', batch_first=True).double()
+//   enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+//   enc.load_state_dict({k: param(heed's name of k, v.shape) for k, v in enc.state_dict().items()}); enc.train()
+//   kpm = torch.tensor([[0.0, -1.0, 0.5, 0.0], [0.25, 0.0, 0.0, -math.inf]], dtype=torch.float64)
+//   y1 = enc(x, src_key_padding_mask=kpm)
+//   src_mask = f((4, 4), 0.3, 0.8)   # with a float kpm torch 1.13 cannot add it; PyTorch 2 adds both:
+//   y2 = enc(x, mask=kpm.view(2, 1, 1, 4).expand(2, nh, 4, 4).reshape(2 * nh, 4, 4) + src_mask)
+//   y3 = enc(x, mask=torch.ones(4, 4, dtype=torch.bool).triu(1),
+//            src_key_padding_mask=torch.tensor([[0, 0, 0, 0], [0, 0, 1, 1]], dtype=torch.bool))
+TEST_CASE("Encoder and EncoderLayer take PyTorch's src_mask and src_key_padding_mask as tensors, float or bool",
+          "[transformer]") {
+  const std::vector<double> y1 = {
+      -1.414131524, 0.1973382393,  1.122076493,   0.2823184868,  1.078301989,   0.1075534943, 0.311875939,
+      -1.829435571, 1.516012348,   -0.8583358645, -0.08299762485, -0.8415069466, -0.6586508918, -1.095747713,
+      0.596078142,  1.392773809,   -1.203326524,  -0.4897736672, 0.8758207448,  1.072390542,  1.075831828,
+      0.1434992605, 0.281170388,   -1.834886961,  1.399403367,   -0.2605089228, 0.005271343227, -1.477158071,
+      -0.3304143463, -1.192319394, 0.1198753869,  1.605620877};
+  const std::vector<double> y2 = {
+      -1.402347254, 0.08573111248, 1.122580597,   0.395220806,   1.075256593,   0.1166528402, 0.3082366612,
+      -1.832231668, 1.518283823,   -0.8304702348, -0.08502484842, -0.8741086292, -0.679007819, -1.085077386,
+      0.6273081217, 1.372397259,   -1.156607527,  -0.5552969121, 0.8001386081,  1.170486857,  1.055100808,
+      0.158549763,  0.3007852696,  -1.847447205,  1.351308636,   -0.1919854964, 0.06128908594, -1.556040789,
+      -0.3143107266, -1.197729698, 0.1054995437,  1.607257384};
+  const std::vector<double> y3 = {
+      -1.360378133, 0.5013250434,  1.148145392,   -0.1604630427, 1.142184567,   0.08086991314, 0.2276949611,
+      -1.788021152, 1.558433048,   -0.8228034044, -0.2969668292, -0.7066298029, -0.6709072637, -1.08768597,
+      0.6082905149, 1.385650805,   -1.315067111,  -0.1806768044, 1.204480408,   0.5056763811, 1.061229815,
+      0.1618736952, 0.2873546399,  -1.844516073,  1.239624711,   -0.0006481880606, 0.1229617709, -1.703263205,
+      -0.6542768884, -0.6682271769, -0.2616952274, 1.811165883};
+  nn::TransformerLayerOptions o = small(nn::NormPlacement::post);
+  o.activation = nn::Activation::gelu;
+  nn::Encoder enc(o, 2);
+  enc.to(DType::f64);
+  set_params(enc);
+  const Tensor x = formula({2, 4, 4}, 0.5, 1.5);
+  const Tensor kpm = Tensor({{0.0, -1.0, 0.5, 0.0}, {0.25, 0.0, 0.0, -INFINITY}}).to(DType::f64);
+  require_values(enc.forward(x, {.src_key_padding_mask = kpm}), {2, 4, 4}, y1, 1e-9);
+  require_values(enc.forward(x, {.src_mask = formula({4, 4}, 0.3, 0.8), .src_key_padding_mask = kpm}), {2, 4, 4}, y2,
+                 1e-9);
+  const Tensor causal = triu(Tensor::ones({4, 4}, DType::boolean), 1);
+  const Tensor bool_pad = Tensor({{false, false, false, false}, {false, false, true, true}});
+  require_values(enc.forward(x, {.src_mask = causal, .src_key_padding_mask = bool_pad}), {2, 4, 4}, y3, 1e-9);
+  // A bool tensor is the KeyPaddingMask it flags; one layer alone takes the same masks.
+  const auto lengths = nn::padding_mask_from_lengths({4, 2}, 4);
+  nn::EncoderLayer& first = *(*enc.layers)[0];
+  require_values(enc.forward(x, {.src_key_padding_mask = bool_pad}), {2, 4, 4},
+                 enc.forward(x, &lengths).to_vector<double>(), 1e-14);
+  require_values(first.forward(x, {.src_key_padding_mask = bool_pad}), {2, 4, 4},
+                 first.forward(x, &lengths).to_vector<double>(), 1e-14);
+  // Pre-norm too, and differentiable w.r.t. the input, the float masks and every parameter.
+  for (auto norm : {nn::NormPlacement::post, nn::NormPlacement::pre}) {
+    INFO("pre-norm " << (norm == nn::NormPlacement::pre));
+    nn::Encoder stack(small(norm, 31), 2);
+    stack.to(DType::f64);
+    check_module_grads(stack, {randn64({2, 4, 4}, 32), randn64({2, 4}, 33), randn64({4, 4}, 34)},
+                       [&](const std::vector<Tensor>& in) {
+                         return stack.forward(in[0], {.src_mask = in[2], .src_key_padding_mask = in[1]});
+                       });
+  }
+}
+
 TEST_CASE("EncoderLayer gradcheck, post-norm and pre-norm, with a padding mask", "[transformer]") {
   const auto mask = nn::padding_mask_from_lengths({4, 2}, 4);
   for (auto norm : {nn::NormPlacement::post, nn::NormPlacement::pre}) {
