@@ -14,9 +14,10 @@ Tensor Sequential::forward(const Tensor& x) {
   return out;
 }
 
-std::shared_ptr<Module> Sequential::operator[](size_t i) const {
-  HEED_CHECK(i < steps_.size(), "Sequential: step ", i, " out of range for ", steps_.size(), " steps");
-  return steps_[i].module;
+size_t Sequential::index(int64_t i) const {
+  const auto n = static_cast<int64_t>(steps_.size());
+  HEED_CHECK(i >= -n && i < n, "Sequential: step ", i, " out of range for ", n, " steps");
+  return static_cast<size_t>(i < 0 ? i + n : i);
 }
 
 }  // namespace heed::nn

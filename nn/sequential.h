@@ -76,17 +76,22 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x);
 
   size_t size() const { return steps_.size(); }
-  /// Step i, as a Module (torch's seq[i]); throws on i >= size().
-  std::shared_ptr<Module> operator[](size_t i) const;
-  /// Step i as the type it was added with, or a base of it; throws naming i when it is not one.
+  /// Step i, as a Module (torch's seq[i]); a negative i counts from the end (seq[-1] is the last
+  /// step); throws naming i unless -size() <= i < size().
+  std::shared_ptr<Module> operator[](int64_t i) const { return steps_[index(i)].module; }
+  /// Step i (negative: from the end) as the type it was added with, or a base of it; throws naming
+  /// i when it is not one.
   template <class M>
-  std::shared_ptr<M> at(size_t i) const {
-    auto typed = std::dynamic_pointer_cast<M>((*this)[i]);
-    HEED_CHECK(typed != nullptr, "Sequential: step ", i, " ('", steps_[i].name, "') is not of the type asked for");
+  std::shared_ptr<M> at(int64_t i) const {
+    const size_t k = index(i);
+    auto typed = std::dynamic_pointer_cast<M>(steps_[k].module);
+    HEED_CHECK(typed != nullptr, "Sequential: step ", i, " ('", steps_[k].name, "') is not of the type asked for");
     return typed;
   }
 
  private:
+  // i's position in steps_, a negative i counted from the end; throws when out of range.
+  size_t index(int64_t i) const;
   struct Step {
     std::string name;
     std::shared_ptr<Module> module;

@@ -128,3 +128,17 @@ TEST_CASE("Sequential and Functional refuse what they cannot run", "[sequential]
   REQUIRE_THROWS_WITH(nn::Functional(nullptr), Catch::Contains("Functional: the function is empty"));
   CHECK(seq.size() == 1);  // the refused steps were not added
 }
+
+// torch's seq[-1] is the last step; heed's index was a size_t, so -1 became 18446744073709551615
+// and was refused under that number.
+TEST_CASE("Sequential counts a negative step index from the end, as torch does", "[sequential]") {
+  auto head = std::make_shared<nn::Linear>(8, 2);
+  nn::Sequential seq(std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(), head);
+  CHECK(seq[-1] == head);
+  CHECK(seq.at<nn::Linear>(-1)->out_features() == 2);
+  CHECK(seq.at<nn::Linear>(-3)->in_features() == 4);
+  CHECK(seq[-2] == seq[1]);
+  REQUIRE_THROWS_WITH((void)seq[-4], Catch::Contains("step -4 out of range for 3 steps"));
+  REQUIRE_THROWS_WITH((void)seq.at<nn::Linear>(3), Catch::Contains("step 3 out of range for 3 steps"));
+  REQUIRE_THROWS_WITH((void)seq.at<nn::Linear>(-2), Catch::Contains("step -2 ('1') is not of the type asked for"));
+}
