@@ -127,8 +127,9 @@ class Tensor {
   /// says otherwise (torch.arange(start, end, step) with integer arguments).
   static Tensor arange(int64_t start, int64_t end, int64_t step = 1, DType dtype = DType::i64);
   /// `steps` values from start to end, both included (torch.linspace): float32 or float64, with
-  /// torch's rounding (step = (end - start) / (steps - 1) in the dtype; the first half counted up
-  /// from start, the second down from end); steps == 1 gives start, 0 an empty tensor.
+  /// the rounding of torch's x86 CPU kernel, bit for bit (step = (end - start) / (steps - 1) in the
+  /// dtype, counted from the nearer end, in its vector blocks: core/tensor.cpp says how); steps ==
+  /// 1 gives start, 0 an empty tensor.
   static Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::f32);
   /// Normal(mean, std) samples from `gen`.
   static Tensor randn(const Shape& shape, Generator& gen, double std = 1.0, double mean = 0.0,
