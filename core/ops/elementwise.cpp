@@ -26,6 +26,7 @@
 namespace heed {
 
 using detail::broadcast_strides;
+using detail::check_floating;
 using detail::contiguous_data;
 using detail::for_each_row;
 
@@ -45,13 +46,6 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 static void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   HEED_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ (", dtype_name(a.dtype()), " ",
              to_string(a.shape()), " and ", dtype_name(b.dtype()), " ", to_string(b.shape()), ")");
-}
-
-// The kernels here take float32 or float64 tensors: an integer or bool one is refused naming the
-// op (visit_dtype's own message would not say which op of an expression it was).
-static void check_floating(const Tensor& t, const char* op) {
-  HEED_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 tensor, got ", dtype_name(t.dtype()), " ",
-             to_string(t.shape()), " (convert with .to(DType::f32))");
 }
 
 // out = f(a, b) elementwise with broadcasting; `out` is a new contiguous tensor.

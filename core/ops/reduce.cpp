@@ -27,6 +27,7 @@ namespace heed {
 namespace {
 
 using detail::Batch;
+using detail::check_floating;
 using detail::contiguous_data;
 using detail::row_dot;
 using detail::row_max;
@@ -436,10 +437,6 @@ AxesPlan plan_axes(const Tensor& a, const std::vector<int64_t>& axes, const char
 Tensor reduce_axes(const Tensor& a, const AxesPlan& p, bool keepdim, const std::function<Tensor(const Tensor&)>& reduce) {
   const Tensor out = reduce(reshape(permute(a, p.perm), p.merged));
   return keepdim ? reshape(out, p.kept) : out;
-}
-
-void check_floating(const Tensor& a, const char* op) {
-  HEED_CHECK(is_floating(a.dtype()), op, ": needs a float32 or float64 tensor, got ", dtype_name(a.dtype()));
 }
 
 }  // namespace

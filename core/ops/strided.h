@@ -12,6 +12,13 @@ namespace heed::detail {
 /// else a copy. Kernels read it; the op records itself on the original tensor.
 inline Tensor contiguous_data(const Tensor& a) { return a.is_contiguous() ? a : a.detach().contiguous(); }
 
+/// Refuses an integer or bool tensor for a float kernel, naming `op` (visit_dtype's own message
+/// does not say which op of an expression it was).
+inline void check_floating(const Tensor& t, const char* op) {
+  HEED_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 tensor, got ", dtype_name(t.dtype()), " ",
+             to_string(t.shape()), " (convert with .to(DType::f32))");
+}
+
 /// Axis `axis` normalised into [0, ndim); throws naming `op` and the shape when out of range.
 inline int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op, const Shape& shape) {
   HEED_CHECK(axis >= -ndim && axis < ndim, op, ": axis ", axis, " out of range for shape ", to_string(shape));

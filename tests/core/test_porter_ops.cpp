@@ -152,8 +152,8 @@ TEST_CASE("sum and mean over several axes refuse repeats, bad axes and an intege
   REQUIRE_THROWS_WITH(sum(x, {0, 3}), Contains("sum") && Contains("axis 3") && Contains("[2, 3, 4]"));
   REQUIRE_THROWS_WITH(mean(Tensor::zeros({2, 3}, DType::i64), {0, 1}), Contains("mean") && Contains("int64"));
   // The single-axis and whole-tensor means name themselves too.
-  REQUIRE_THROWS_WITH(mean(Tensor::zeros({2, 3}, DType::i64), 1), Contains("mean: needs a float32 or float64 tensor, got int64"));
-  REQUIRE_THROWS_WITH(Tensor({true, false}).mean(), Contains("mean: needs a float32 or float64 tensor, got bool"));
+  REQUIRE_THROWS_WITH(mean(Tensor::zeros({2, 3}, DType::i64), 1), Contains("mean: expected a float32 or float64 tensor, got int64"));
+  REQUIRE_THROWS_WITH(Tensor({true, false}).mean(), Contains("mean: expected a float32 or float64 tensor, got bool"));
 }
 
 // ------------------------------------------------------------------------------------------ vector_norm
