@@ -91,16 +91,40 @@ DecoderLayer::DecoderLayer(const TransformerLayerOptions& options) : options_(op
   init::by_name(*this, seed_or_draw(options.seed));
 }
 
-Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask,
-                             const KeyPaddingMask* memory_mask) {
+template <class SelfAttend, class CrossAttend>
+Tensor DecoderLayer::layer(const Tensor& x, SelfAttend&& self_attend, CrossAttend&& cross_attend) {
   if (options_.norm == NormPlacement::pre) {
-    Tensor h = x + dropout1->forward(self_attn->forward(norm1->forward(x), tgt_mask));
-    h = h + dropout2->forward(cross_attn->forward(norm2->forward(h), memory, memory_mask));
+    Tensor h = x + dropout1->forward(self_attend(norm1->forward(x)));
+    h = h + dropout2->forward(cross_attend(norm2->forward(h)));
     return h + dropout3->forward(ff->forward(norm3->forward(h)));
   }
-  Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, tgt_mask)));
-  h = norm2->forward(h + dropout2->forward(cross_attn->forward(h, memory, memory_mask)));
+  Tensor h = norm1->forward(x + dropout1->forward(self_attend(x)));
+  h = norm2->forward(h + dropout2->forward(cross_attend(h)));
   return norm3->forward(h + dropout3->forward(ff->forward(h)));
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask,
+                             const KeyPaddingMask* memory_mask) {
+  return layer(
+      x, [&](const Tensor& t) { return self_attn->forward(t, tgt_mask); },
+      [&](const Tensor& t) { return cross_attn->forward(t, memory, memory_mask); });
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const DecoderMasks& masks) {
+  // self_attn is causal: the tgt_mask combines with it. One tensor as query, key and value: the
+  // fused projection runs once.
+  return layer(
+      x,
+      [&](const Tensor& t) {
+        return self_attn->forward(t, t, t, {.key_padding_mask = masks.tgt_key_padding_mask, .attn_mask = masks.tgt_mask})
+            .output;
+      },
+      [&](const Tensor& t) {
+        return cross_attn
+            ->forward(t, memory, memory,
+                      {.key_padding_mask = masks.memory_key_padding_mask, .attn_mask = masks.memory_mask})
+            .output;
+      });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -138,6 +162,12 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const KeyPaddingM
                         const KeyPaddingMask* memory_mask) {
   Tensor h = x;
   for (const auto& layer : *layers) h = layer->forward(h, memory, tgt_mask, memory_mask);
+  return norm ? norm->forward(h) : h;
+}
+
+Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const DecoderMasks& masks) {
+  Tensor h = x;
+  for (const auto& layer : *layers) h = layer->forward(h, memory, masks);
   return norm ? norm->forward(h) : h;
 }
 

@@ -56,6 +56,26 @@ struct EncoderMasks {
   Tensor src_key_padding_mask = Tensor();
 };
 
+/// The masks of PyTorch's TransformerDecoderLayer / TransformerDecoder forward (batch_first), as
+/// tensors: `layer.forward(tgt, memory, {.tgt_mask = m, .memory_key_padding_mask = p})` is
+/// `layer(tgt, memory, tgt_mask=m, memory_key_padding_mask=p)`. Each is bool (true = masked) or
+/// float (added to the scores, -inf masks; differentiable); undefined: none. Unlike PyTorch's,
+/// heed's decoder self-attention is always causal (query i sees keys <= i): a tgt_mask is
+/// combined with the causal mask, not instead of it. PyTorch's decoder is causal only through
+/// the tgt_mask passed (nn.Transformer.generate_square_subsequent_mask), which heed does not need
+/// (passing it too changes nothing).
+struct DecoderMasks {
+  /// Self-attention mask (Tt, Tt) or (B * n_head, Tt, Tt), as MultiHeadAttention's attn_mask.
+  Tensor tgt_mask = Tensor();
+  /// Cross-attention mask (Tt, Ts) or (B * n_head, Tt, Ts), as MultiHeadAttention's attn_mask.
+  Tensor memory_mask = Tensor();
+  /// (B, Tt): true (non-zero) = padded target position, or float, added to every head's and
+  /// query's self-attention scores, as MultiHeadAttention's key_padding_mask.
+  Tensor tgt_key_padding_mask = Tensor();
+  /// (B, Ts): the same for the memory's keys in the cross-attention.
+  Tensor memory_key_padding_mask = Tensor();
+};
+
 /// One encoder layer: self-attention then feed-forward (ReLU by default, as the paper), each with a residual.
 /// Children: "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2".
 class EncoderLayer : public Module {
@@ -89,6 +109,9 @@ class DecoderLayer : public Module {
   /// self-attention, memory_mask (B, Ts) pads memory's keys in the cross-attention.
   Tensor forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask = nullptr,
                  const KeyPaddingMask* memory_mask = nullptr);
+  /// x (B, Tt, C), memory (B, Ts, C) -> (B, Tt, C) with PyTorch's masks as tensors (float ones
+  /// differentiable); the self-attention stays causal, any tgt_mask on top (see DecoderMasks).
+  Tensor forward(const Tensor& x, const Tensor& memory, const DecoderMasks& masks);
   const TransformerLayerOptions& options() const { return options_; }
 
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
@@ -97,6 +120,10 @@ class DecoderLayer : public Module {
   std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
 
  private:
+  // The three sublayers around `self_attend` (the causal self-attention of its argument) and
+  // `cross_attend` (its argument's attention over the memory).
+  template <class SelfAttend, class CrossAttend>
+  Tensor layer(const Tensor& x, SelfAttend&& self_attend, CrossAttend&& cross_attend);
   TransformerLayerOptions options_;
 };
 
@@ -120,6 +147,10 @@ class Decoder : public Module {
   /// x (B, Tt, C), memory (B, Ts, C) -> (B, Tt, C).
   Tensor forward(const Tensor& x, const Tensor& memory, const KeyPaddingMask* tgt_mask = nullptr,
                  const KeyPaddingMask* memory_mask = nullptr);
+  /// The same with PyTorch's masks as tensors, each layer given all four (torch's
+  /// TransformerDecoder's forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+  /// memory_key_padding_mask)); the self-attention stays causal (see DecoderMasks).
+  Tensor forward(const Tensor& x, const Tensor& memory, const DecoderMasks& masks);
 
   std::shared_ptr<ModuleList<DecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  ///< null for post-norm

@@ -243,6 +243,127 @@ TEST_CASE("Encoder and EncoderLayer take PyTorch's src_mask and src_key_padding_
   }
 }
 
+// torch 1.13, the helpers of ref_tf.py above, f and param, tgt and mem, gelu, post- and pre-norm:
+//   layer = torch.nn.TransformerDecoderLayer(C, nh, F, 0.0, 'gelu', batch_first=True, norm_first=pre).double()
+//   dec = torch.nn.TransformerDecoder(layer, 2, norm=torch.nn.LayerNorm(C).double() if pre else None)
+//   one = torch.nn.TransformerDecoderLayer(C, nh, F, 0.0, 'gelu', batch_first=True, norm_first=pre).double()
+//   each load_state_dict({k: param(heed's name of k, v.shape)}) (multihead_attn's in_proj split into
+//   cross_attn.{q,k,v}_proj); torch's decoder is causal only through its tgt_mask, heed's always:
+//   causal_b = torch.ones(3, 3, dtype=torch.bool).triu(1); causal_f = zeros(3, 3).masked_fill(causal_b, -inf)
+//   per_head(kpm, Tq) = kpm.view(B, 1, 1, Tk).expand(B, nh, Tq, Tk).reshape(B * nh, Tq, Tk)
+//   tkpm = [[0.0, -1.0, 0.5], [0.25, 0.0, -inf]]; mkpm = [[0.0, -inf, 0.5, 0.0], [0.25, 0.0, -0.75, 0.0]]
+//   tm = f((3, 3), 0.3, 0.8); mm = f((3, 4), 0.6, 0.7); mm[1, 2] = -inf
+//   tb = [[0, 0, 0], [0, 0, 0], [1, 0, 0]]; mb = [[0, 0, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0]]
+//   tpb = [[0, 0, 0], [0, 0, 1]]; mpb = [[0, 0, 0, 0], [0, 0, 1, 1]]   (bool)
+//   # torch 1.13 cannot add a float padding mask to a mask (it masked_fills, with a float mask):
+//   # PyTorch 2 adds them, as the per-head masks below
+//   y1 = dec(tgt, mem, tgt_mask=per_head(tkpm, 3) + causal_f, memory_key_padding_mask=mkpm)
+//   y2 = dec(tgt, mem, tgt_mask=per_head(tkpm, 3) + causal_f + tm, memory_mask=per_head(mkpm, 3) + mm)
+//   y3 = dec(tgt, mem, tgt_mask=causal_b | tb, memory_mask=mb, tgt_key_padding_mask=tpb, memory_key_padding_mask=mpb)
+//   y4 = one(tgt, mem, tgt_mask=causal_f + tm, memory_mask=mm, tgt_key_padding_mask=tpb, memory_key_padding_mask=mpb)
+TEST_CASE("Decoder and DecoderLayer take PyTorch's four masks as tensors, float or bool, post- and pre-norm",
+          "[transformer]") {
+  const std::vector<double> y1[2] = {
+      {-1.205887578, -0.4116456923, 1.432293156, 0.3305253253, 1.107322248, 0.1251965584,
+       0.2577308566, -1.871177858, 1.522614796, -0.3920111141, -0.1948786607, -1.312432877,
+       -0.703356135, -1.176887488, 0.8282255676, 1.224917164, -0.9968454445, -0.8821222748,
+       1.107698455, 0.9533130984, 0.7915699663, 0.2714428142, 0.5822846209, -1.994352249},
+      {-1.139188726, -0.1740778742, 1.511943779, 0.385839657, 1.307779071, -0.5781940099,
+       0.5405623981, -1.140403131, 1.526261886, -0.7177540494, -0.02078148235, -0.6492944782,
+       -0.906389492, -0.5344032448, 1.6143504, 0.4034112226, -1.089870694, -0.3512473887,
+       1.470860617, 0.5730782618, 1.084984537, -0.5508942579, 0.8877695999, -1.267462128}};
+  const std::vector<double> y2[2] = {
+      {-1.201875756, -0.403493709, 1.445989275, 0.3018211959, 1.344260353, 0.03360907291,
+       -0.1240497915, -1.652897556, 1.519220695, -0.315114881, -0.250236521, -1.337060292,
+       -0.7510049892, -1.142162009, 0.9126086054, 1.154413978, -0.8184004469, -1.039795842,
+       0.6846077406, 1.362241927, 0.844835516, 0.2533068059, 0.5295855325, -1.983179369},
+      {-1.143860033, -0.1645750569, 1.508959729, 0.3838600543, 1.564766152, -0.3911143755,
+       -0.2832523536, -0.792864111, 1.556705971, -0.5975721317, -0.1605377099, -0.6760649446,
+       -0.9530108584, -0.4689443429, 1.60402536, 0.3967227255, -0.9315072076, -0.6213742317,
+       1.463743945, 0.6960684264, 1.22364432, -0.5501440458, 0.6794655146, -1.2171838}};
+  const std::vector<double> y3[2] = {
+      {-1.228476061, -0.5550442268, 1.067215119, 0.9081986705, 1.2678652, 0.02126191588,
+       0.06162757606, -1.741970367, 1.487479208, -0.5601936576, 0.01635677163, -1.30194164,
+       0.1496737568, -1.221960836, -0.5043696408, 1.642624412, -0.2631754045, -1.08965579,
+       -0.2900309346, 1.771143155, 0.9328992557, 0.2193884842, 0.4393992336, -1.956991116},
+      {-0.9843612491, -0.4431060853, 1.579121436, 0.4324210979, 1.497012105, -0.6951866696,
+       0.1013633702, -0.7698237137, 1.310237954, -1.183261136, 0.3436316427, -0.2346753431,
+       1.180727868, -0.9737348828, -0.7195918395, 0.8221562636, 0.365289836, -1.337018991,
+       0.02420082779, 1.455539508, 1.341388435, -0.6600383338, 0.4950478272, -1.038919645}};
+  const std::vector<double> y4[2] = {
+      {-1.557235876, 1.14237029, 0.8662508724, -0.2644561445, 1.27984378, 0.7978249782,
+       -0.1142487603, -1.358353968, 1.944656917, -0.03203250413, -0.5060453089, -0.8177362127,
+       0.1168004133, -1.377117566, 0.03013245395, 1.32821235, -1.400045317, -0.5106021013,
+       0.915314249, 0.9891469406, 0.8149258484, 1.028824142, 0.1932885713, -1.466048741},
+      {0.434181025, 1.107640557, 1.432143473, 0.8510832792, 1.688023144, 0.8649535267,
+       0.9269971367, 0.6287673239, 0.4207618517, -0.6842566834, -0.8394689831, -1.110842881,
+       -1.085618059, -1.508452884, -0.7277778343, -0.4560173789, 0.03314425034, -0.04536634406,
+       1.030498477, 1.245640624, 1.331569296, 1.129379844, 1.320513137, 1.174112032}};
+  const Tensor tgt = formula({2, 3, 4}, 0.2, 1.3), mem = formula({2, 4, 4}, 0.9, 1.2);
+  const Tensor tkpm = Tensor({{0.0, -1.0, 0.5}, {0.25, 0.0, -INFINITY}}).to(DType::f64);
+  const Tensor mkpm = Tensor({{0.0, -INFINITY, 0.5, 0.0}, {0.25, 0.0, -0.75, 0.0}}).to(DType::f64);
+  const Tensor tm = formula({3, 3}, 0.3, 0.8);
+  std::vector<double> mm_values = formula({3, 4}, 0.6, 0.7).to_vector<double>();
+  mm_values[1 * 4 + 2] = -INFINITY;
+  const Tensor mm = Tensor::from_vector(mm_values, {3, 4});
+  const Tensor tb = Tensor({{false, false, false}, {false, false, false}, {true, false, false}});
+  const Tensor mb = Tensor({{false, false, true, false}, {false, false, false, false}, {true, false, false, false}});
+  const Tensor tpb = Tensor({{false, false, false}, {false, false, true}});
+  const Tensor mpb = Tensor({{false, false, false, false}, {false, false, true, true}});
+  const Tensor causal = triu(Tensor::ones({3, 3}, DType::boolean), 1);
+  for (int pre = 0; pre < 2; ++pre) {
+    INFO("pre-norm " << pre);
+    nn::TransformerLayerOptions o = small(pre ? nn::NormPlacement::pre : nn::NormPlacement::post);
+    o.activation = nn::Activation::gelu;
+    nn::Decoder dec(o, 2);
+    dec.to(DType::f64);
+    set_params(dec);
+    require_values(dec.forward(tgt, mem, {.tgt_key_padding_mask = tkpm, .memory_key_padding_mask = mkpm}), {2, 3, 4},
+                   y1[pre], 1e-9);
+    require_values(dec.forward(tgt, mem,
+                               {.tgt_mask = tm, .memory_mask = mm, .tgt_key_padding_mask = tkpm,
+                                .memory_key_padding_mask = mkpm}),
+                   {2, 3, 4}, y2[pre], 1e-9);
+    require_values(dec.forward(tgt, mem,
+                               {.tgt_mask = tb, .memory_mask = mb, .tgt_key_padding_mask = tpb,
+                                .memory_key_padding_mask = mpb}),
+                   {2, 3, 4}, y3[pre], 1e-9);
+    // torch's causal tgt_mask, passed too, changes nothing: heed's self-attention is causal already.
+    require_values(dec.forward(tgt, mem,
+                               {.tgt_mask = causal | tb, .memory_mask = mb, .tgt_key_padding_mask = tpb,
+                                .memory_key_padding_mask = mpb}),
+                   {2, 3, 4}, y3[pre], 1e-9);
+    nn::DecoderLayer one(o);
+    one.to(DType::f64);
+    set_params(one);
+    require_values(one.forward(tgt, mem,
+                               {.tgt_mask = tm, .memory_mask = mm, .tgt_key_padding_mask = tpb,
+                                .memory_key_padding_mask = mpb}),
+                   {2, 3, 4}, y4[pre], 1e-9);
+    // Bool padding tensors are the KeyPaddingMasks they flag.
+    const auto tgt_lengths = nn::padding_mask_from_lengths({3, 2}, 3);
+    const auto mem_lengths = nn::padding_mask_from_lengths({4, 2}, 4);
+    require_values(dec.forward(tgt, mem, {.tgt_key_padding_mask = tpb, .memory_key_padding_mask = mpb}), {2, 3, 4},
+                   dec.forward(tgt, mem, &tgt_lengths, &mem_lengths).to_vector<double>(), 1e-14);
+  }
+}
+
+TEST_CASE("Decoder gradcheck with four float masks, post-norm and pre-norm", "[transformer]") {
+  for (auto norm : {nn::NormPlacement::post, nn::NormPlacement::pre}) {
+    INFO("pre-norm " << (norm == nn::NormPlacement::pre));
+    nn::Decoder stack(small(norm, 41), 2);
+    stack.to(DType::f64);
+    check_module_grads(stack,
+                       {randn64({2, 3, 4}, 42), randn64({2, 5, 4}, 43), randn64({3, 3}, 44), randn64({3, 5}, 45),
+                        randn64({2, 3}, 46), randn64({2, 5}, 47)},
+                       [&](const std::vector<Tensor>& in) {
+                         return stack.forward(in[0], in[1],
+                                              {.tgt_mask = in[2], .memory_mask = in[3], .tgt_key_padding_mask = in[4],
+                                               .memory_key_padding_mask = in[5]});
+                       });
+  }
+}
+
 TEST_CASE("EncoderLayer gradcheck, post-norm and pre-norm, with a padding mask", "[transformer]") {
   const auto mask = nn::padding_mask_from_lengths({4, 2}, 4);
   for (auto norm : {nn::NormPlacement::post, nn::NormPlacement::pre}) {
