@@ -118,6 +118,10 @@ template <class B> requires std::same_as<B, bool> Tensor std(const Tensor&, B) =
 /// or +-inf (max / min |x|); ord 0 counts the non-zero elements (no gradient). The gradient is
 /// torch's: 0 where the norm is 0 (ord 2 at x = 0 gives 0, not NaN); the inf norm's ties share it.
 Tensor vector_norm(const Tensor& x, double ord = 2.0, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+/// F.normalize(x, p, dim, eps): x / max(vector_norm(x, p, {axis}, keepdim), eps), composed from
+/// vector_norm and clamp, so its gradient is torch's: a row whose norm is under eps (a zero row)
+/// is x / eps, with gradient 1 / eps (nothing flows through the clamped norm).
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t axis = 1, double eps = 1e-12);
 Tensor softmax(const Tensor& a, int64_t axis = -1);      ///< stable (max subtracted)
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);  ///< stable (log-sum-exp)
 

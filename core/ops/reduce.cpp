@@ -518,6 +518,11 @@ Tensor vector_norm(const Tensor& x, double ord, const std::vector<int64_t>& axes
   }, {x, norm});
 }
 
+// torch's F.normalize: input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input).
+Tensor normalize(const Tensor& x, double p, int64_t axis, double eps) {
+  return x / clamp(vector_norm(x, p, {axis}, true), eps);
+}
+
 Tensor cumsum(const Tensor& a, int64_t axis) {
   const AxisView v = axis_view(a, axis, true, "cumsum");
   const Tensor x = contiguous_data(a);

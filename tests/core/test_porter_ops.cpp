@@ -249,6 +249,64 @@ TEST_CASE("vector_norm gradchecks: every ord, non-contiguous inputs, an input us
                     {randn64({3, 4}, 24), randn64({1, 4}, 25)});
 }
 
+// torch 1.13: x = (1.5 sin(0.37 n + 0.4)).reshape(3, 4) with x[1] = 0, w = (sin(0.37 n + 1.1)).reshape(3, 4);
+// y = F.normalize(x); (y * w).sum().backward(), x.grad; the same for F.normalize(x, p=1, dim=0,
+// eps=0.5); F.normalize(x, p=math.inf, dim=-1).
+TEST_CASE("normalize matches F.normalize, its gradient too, a zero row included", "[porter][normalize]") {
+  auto sines = [](double phase, double amp) {
+    std::vector<double> v(12);
+    for (int n = 0; n < 12; ++n) v[n] = amp * std::sin(0.37 * n + phase);
+    return Tensor::from_vector(v, {3, 4});
+  };
+  Tensor x = sines(0.4, 1.5);
+  x[1] = 0.0;
+  x.requires_grad_();
+  const Tensor w = sines(1.1, 1.0);
+  Tensor y = normalize(x);
+  require_values(y, {3, 4},
+                 {0.2483762605, 0.4440044255, 0.5795386744, 0.6366350825, 0, 0, 0, 0, -0.1544930384, -0.3957508156,
+                  -0.5834455764, -0.6921737155},
+                 1e-9);
+  sum(y * w).backward();
+  // The zero row's gradient is w / eps (1e12 times w): compared scaled.
+  const Tensor g = x.grad();
+  require_values(cat({g.select(0, 0), g.select(0, 2)}, 0), {8},
+                 {0.1959540972, 0.09592324373, -0.01709037074, -0.1277908837, -0.2525146265, -0.1357750885,
+                  -0.0006590292001, 0.1345462266},
+                 1e-9);
+  require_values(g.select(0, 1) * 1e-12, {4}, {0.5325349076, 0.1904226474, -0.1774624248, -0.5213287904}, 1e-9);
+  x.zero_grad();
+  y = normalize(x, 1, 0, 0.5);
+  require_values(y, {3, 4},
+                 {0.6425054748, 0.5563864536, 0.5261612803, 0.5069543553, 0, 0, 0, 0, -0.3574945252, -0.4436135464,
+                  -0.4738387197, -0.4930456447},
+                 1e-9);
+  sum(y * w).backward();
+  require_values(x.grad(), {3, 4},
+                 {0.03797414797, 0.008162373441, -0.005886772246, -0.0157826869, 0.5857566811, 0.1014636003,
+                  -0.06850863197, -0.1765193916, 0.06824887166, 0.01023736549, -0.006536805655, -0.01622791308},
+                 1e-9);
+  require_values(normalize(x, std::numeric_limits<double>::infinity(), -1), {3, 4},
+                 {0.3901391351, 0.6974237482, 0.9103153287, 1, 0, 0, 0, 0, -0.2231998051, -0.5717507133, -0.8429178446,
+                  -1},
+                 1e-9);
+}
+
+TEST_CASE("normalize gradchecks: p 2, 1 and 3, every axis, a row clamped at eps", "[porter][normalize]") {
+  for (double p : {2.0, 1.0, 3.0}) {
+    for (int64_t axis : {0, 1, -1}) {
+      INFO("p " << p << " axis " << axis);
+      require_gradcheck([&](const std::vector<Tensor>& in) { return normalize(in[0], p, axis); },
+                        {randn64({2, 3, 4}, 60 + axis)});
+    }
+  }
+  // The middle row's norm (about 0.03) is under eps = 0.5: x / eps there, the others divided by
+  // their norms (all above 1.5).
+  Tensor x = Tensor::from_vector(std::vector<double>{1.0, -2.0, 0.5, 0.03, -0.01, 0.02, 1.5, 0.25, -1.0}, {3, 3});
+  x.requires_grad_();
+  require_gradcheck([](const std::vector<Tensor>& in) { return normalize(in[0], 2, 1, 0.5); }, {x});
+}
+
 TEST_CASE("vector_norm refuses integers, a NaN ord, an empty inf norm and bad axes", "[porter][norm]") {
   const double inf = std::numeric_limits<double>::infinity();
   REQUIRE_THROWS_WITH(vector_norm(Tensor({1, 2})), Contains("vector_norm") && Contains("int64"));
