@@ -246,6 +246,20 @@ class Tensor {
   template <class B> requires std::same_as<B, bool> Tensor std(B) const = delete;
   Tensor pow(double exponent) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
+  /// x.eq(y), x.ne(0.0), ...: eq(*this, other) and the rest (core/ops.h's comparisons: element-wise,
+  /// broadcasting, a bool tensor with no gradient).
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(double other) const;
+  Tensor lt(double other) const;
+  Tensor le(double other) const;
+  Tensor gt(double other) const;
+  Tensor ge(double other) const;
   Tensor tril(int64_t k = 0) const;
   Tensor triu(int64_t k = 0) const;
   Tensor gather(int64_t axis, const Tensor& index) const;

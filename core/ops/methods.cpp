@@ -55,6 +55,18 @@ Tensor Tensor::std() const { return heed::std(*this); }
 Tensor Tensor::std(int64_t axis, bool unbiased, bool keepdim) const { return heed::std(*this, axis, unbiased, keepdim); }
 Tensor Tensor::pow(double exponent) const { return heed::pow(*this, exponent); }
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return heed::masked_fill(*this, mask, value); }
+Tensor Tensor::eq(const Tensor& other) const { return heed::eq(*this, other); }
+Tensor Tensor::ne(const Tensor& other) const { return heed::ne(*this, other); }
+Tensor Tensor::lt(const Tensor& other) const { return heed::lt(*this, other); }
+Tensor Tensor::le(const Tensor& other) const { return heed::le(*this, other); }
+Tensor Tensor::gt(const Tensor& other) const { return heed::gt(*this, other); }
+Tensor Tensor::ge(const Tensor& other) const { return heed::ge(*this, other); }
+Tensor Tensor::eq(double other) const { return heed::eq(*this, other); }
+Tensor Tensor::ne(double other) const { return heed::ne(*this, other); }
+Tensor Tensor::lt(double other) const { return heed::lt(*this, other); }
+Tensor Tensor::le(double other) const { return heed::le(*this, other); }
+Tensor Tensor::gt(double other) const { return heed::gt(*this, other); }
+Tensor Tensor::ge(double other) const { return heed::ge(*this, other); }
 Tensor Tensor::tril(int64_t k) const { return heed::tril(*this, k); }
 Tensor Tensor::triu(int64_t k) const { return heed::triu(*this, k); }
 Tensor Tensor::gather(int64_t axis, const Tensor& index) const { return heed::gather(*this, axis, index); }

@@ -205,6 +205,31 @@ TEST_CASE("compare: comparisons and logical ops broadcast into bool tensors", "[
   REQUIRE((x.transpose(0, 1) > 2.5).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0, 1, 1});
 }
 
+// torch's method forms: x.eq(row), x.ne(5.0), x.lt(2) (an int literal is the scalar), ...
+TEST_CASE("compare: eq ne lt le gt ge as Tensor methods, against a tensor or a scalar", "[index]") {
+  const Tensor x = Tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}});
+  const Tensor row = Tensor({2, 5, 3});
+  auto flags = [](const Tensor& t) {
+    REQUIRE(t.dtype() == DType::boolean);
+    return t.to_vector<int64_t>();
+  };
+  using V = std::vector<int64_t>;
+  CHECK(flags(x.eq(row)) == V{0, 1, 1, 0, 0, 0});
+  CHECK(flags(x.ne(row)) == V{1, 0, 0, 1, 1, 1});
+  CHECK(flags(x.lt(row)) == V{1, 0, 0, 0, 1, 0});
+  CHECK(flags(x.le(row)) == V{1, 1, 1, 0, 1, 0});
+  CHECK(flags(x.gt(row)) == V{0, 0, 0, 1, 0, 1});
+  CHECK(flags(x.ge(row)) == V{0, 1, 1, 1, 0, 1});
+  CHECK(flags(x.eq(5.0)) == V{0, 1, 0, 0, 0, 0});
+  CHECK(flags(x.ne(0.0)) == V{1, 1, 1, 1, 1, 1});
+  CHECK(flags(x.lt(2)) == V{1, 0, 0, 0, 0, 0});
+  CHECK(flags(x.le(3.0)) == V{1, 0, 1, 0, 1, 0});
+  CHECK(flags(x.gt(4.0)) == V{0, 1, 0, 0, 0, 1});
+  CHECK(flags(x.ge(4)) == V{0, 1, 0, 1, 0, 1});
+  // As the free functions and the operators: float32 against a double scalar rounds it first.
+  CHECK(flags(Tensor({0.1, 0.2}).eq(0.2)) == V{0, 1});
+}
+
 // torch 1.13: c = torch.tensor([True, False, True]); x = torch.tensor([1.5, -2.0, 3.25])
 // torch.where(c, x, 0.1) -> float32 [1.5, 0.10000000149011612, 3.25]; torch.where(c, 0.1, x) ->
 // [0.10000000149011612, -2.0, 0.10000000149011612]; torch.where(c, x.double(), 0.1) -> float64
