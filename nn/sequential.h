@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstddef>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -49,7 +50,42 @@ class Functional : public Module {
 };
 
 class Sequential : public Module {
+  struct Step {
+    std::string name;
+    std::shared_ptr<Module> module;
+    std::function<Tensor(const Tensor&)> forward;  // module's own forward, typed when added
+  };
+
  public:
+  /// Walks the steps in order, giving each one's module (torch's `for m in seq`):
+  /// `for (const auto& m : seq)` sees the std::shared_ptr<Module> that seq[i] returns.
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::shared_ptr<Module>;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const value_type*;
+    using reference = const value_type&;
+    const_iterator() = default;
+    reference operator*() const { return it_->module; }
+    pointer operator->() const { return &it_->module; }
+    const_iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator old = *this;
+      ++it_;
+      return old;
+    }
+    bool operator==(const const_iterator&) const = default;
+
+   private:
+    friend class Sequential;
+    explicit const_iterator(std::vector<Step>::const_iterator it) : it_(it) {}
+    std::vector<Step>::const_iterator it_;
+  };
+
   Sequential() = default;
   /// The steps in order, named "0", "1", ...
   template <TensorToTensorModule... M>
@@ -76,6 +112,8 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x);
 
   size_t size() const { return steps_.size(); }
+  const_iterator begin() const { return const_iterator(steps_.begin()); }
+  const_iterator end() const { return const_iterator(steps_.end()); }
   /// Step i, as a Module (torch's seq[i]); a negative i counts from the end (seq[-1] is the last
   /// step); throws naming i unless -size() <= i < size().
   std::shared_ptr<Module> operator[](int64_t i) const { return steps_[index(i)].module; }
@@ -92,11 +130,6 @@ class Sequential : public Module {
  private:
   // i's position in steps_, a negative i counted from the end; throws when out of range.
   size_t index(int64_t i) const;
-  struct Step {
-    std::string name;
-    std::shared_ptr<Module> module;
-    std::function<Tensor(const Tensor&)> forward;  // module's own forward, typed when added
-  };
   std::vector<Step> steps_;
 };
 

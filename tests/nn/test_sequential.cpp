@@ -2,6 +2,7 @@
 // modes reaching every step, typed access, and the errors.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -141,4 +142,23 @@ TEST_CASE("Sequential counts a negative step index from the end, as torch does",
   REQUIRE_THROWS_WITH((void)seq[-4], Catch::Contains("step -4 out of range for 3 steps"));
   REQUIRE_THROWS_WITH((void)seq.at<nn::Linear>(3), Catch::Contains("step 3 out of range for 3 steps"));
   REQUIRE_THROWS_WITH((void)seq.at<nn::Linear>(-2), Catch::Contains("step -2 ('1') is not of the type asked for"));
+}
+
+// torch's `for m in seq:` walks the steps in order; heed's range-for gives each step's module.
+static_assert(std::forward_iterator<nn::Sequential::const_iterator>);
+TEST_CASE("Sequential iterates over its steps' modules in order, as torch's for m in seq", "[sequential]") {
+  auto fc = std::make_shared<nn::Linear>(4, 8);
+  auto act = std::make_shared<nn::ReLU>();
+  auto head = std::make_shared<nn::Linear>(8, 2);
+  nn::Sequential seq(fc, act, head);
+  std::vector<std::shared_ptr<nn::Module>> seen;
+  for (const auto& m : seq) seen.push_back(m);
+  CHECK(seen == std::vector<std::shared_ptr<nn::Module>>{fc, act, head});
+  int linears = 0;
+  for (auto& m : seq) linears += std::dynamic_pointer_cast<nn::Linear>(m) != nullptr;
+  CHECK(linears == 2);
+  CHECK(std::distance(seq.begin(), seq.end()) == 3);
+  CHECK(seq.begin()->get() == fc.get());
+  nn::Sequential empty;
+  CHECK(empty.begin() == empty.end());
 }
