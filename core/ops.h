@@ -49,6 +49,22 @@ Tensor sigmoid(const Tensor& a);  ///< 1 / (1 + e^-x)
 Tensor silu(const Tensor& a);     ///< x sigmoid(x), computed as torch's x / (1 + e^-x) (F.silu, SwiGLU's gate)
 Tensor sin(const Tensor& a);
 Tensor cos(const Tensor& a);
+/// torch's F.softplus: log(1 + e^(beta x)) / beta, and x itself where beta x > threshold.
+Tensor softplus(const Tensor& a, double beta = 1.0, double threshold = 20.0);
+/// x for x > 0, else negative_slope x (F.leaky_relu; the gradient at 0 is the slope, as torch's).
+Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
+/// x for x > 0, else alpha (e^x - 1) (F.elu; the gradient at 0 is alpha, as torch's).
+Tensor elu(const Tensor& a, double alpha = 1.0);
+Tensor log1p(const Tensor& a);       ///< log(1 + x), accurate near 0
+Tensor expm1(const Tensor& a);       ///< e^x - 1, accurate near 0
+Tensor rsqrt(const Tensor& a);       ///< 1 / sqrt(x)
+Tensor reciprocal(const Tensor& a);  ///< 1 / x
+Tensor square(const Tensor& a);      ///< x * x
+/// Rounding, float tensors only (torch also takes integers, unchanged); the gradient is 0, as
+/// torch's. round rounds half to even (0.5 -> 0, 2.5 -> 2), as torch.round.
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);
 /// min(max(a, lo), hi), as torch.clamp: either bound may be absent (not both; a NaN bound is
 /// refused), lo > hi gives hi everywhere, NaN stays NaN; the gradient passes where lo <= a <= hi.
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi = std::nullopt);
@@ -122,6 +138,19 @@ Tensor vector_norm(const Tensor& x, double ord = 2.0, const std::vector<int64_t>
 /// vector_norm and clamp, so its gradient is torch's: a row whose norm is under eps (a zero row)
 /// is x / eps, with gradient 1 / eps (nothing flows through the clamped norm).
 Tensor normalize(const Tensor& x, double p = 2.0, int64_t axis = 1, double eps = 1e-12);
+/// log(sum(exp(x))) along `axis`, stable (the max subtracted; an all -inf slice gives -inf, as
+/// torch.logsumexp); the gradient is the softmax.
+Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdim = false);
+/// The max (min) over `axes` (all when empty), as torch.amax / torch.amin: float tensors; unlike
+/// max(x, axis), the gradient is shared evenly among the tied extremes, as torch's.
+Tensor amax(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+inline Tensor amax(const Tensor& x, std::initializer_list<int64_t> axes, bool keepdim = false) {
+  return amax(x, std::vector<int64_t>(axes), keepdim);
+}
+inline Tensor amin(const Tensor& x, std::initializer_list<int64_t> axes, bool keepdim = false) {
+  return amin(x, std::vector<int64_t>(axes), keepdim);
+}
 Tensor softmax(const Tensor& a, int64_t axis = -1);      ///< stable (max subtracted)
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);  ///< stable (log-sum-exp)
 
@@ -180,6 +209,20 @@ Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_xor(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
+/// NaN / infinite / finite elements, as torch.isnan, torch.isinf, torch.isfinite (any dtype; an
+/// integer or bool element is finite).
+Tensor isnan(const Tensor& a);
+Tensor isinf(const Tensor& a);
+Tensor isfinite(const Tensor& a);
+/// torch.allclose: every |a - b| <= atol + rtol |b| (a and b broadcast, any dtypes, compared in
+/// double; equal infinities are close; NaNs are close to each other only with equal_nan).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+/// Whether any (every) element is non-zero, over the whole tensor or along `axis` (torch.any /
+/// torch.all): any dtype (NaN counts as non-zero), a bool result; empty gives false (true).
+Tensor any(const Tensor& a);
+Tensor all(const Tensor& a);
+Tensor any(const Tensor& a, int64_t axis, bool keepdim = false);
+Tensor all(const Tensor& a, int64_t axis, bool keepdim = false);
 inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
 inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
@@ -221,6 +264,9 @@ Tensor select(const Tensor& x, int64_t axis, int64_t i);
 Tensor argmax(const Tensor& x);
 /// Indices (int64) of the largest elements along `axis`, the first on ties; no gradient.
 Tensor argmax(const Tensor& x, int64_t axis, bool keepdim = false);
+/// The same for the smallest elements (torch.argmin): the first on ties; a NaN counts as smallest.
+Tensor argmin(const Tensor& x);
+Tensor argmin(const Tensor& x, int64_t axis, bool keepdim = false);
 /// out[i][j][k] = x[i][index[i][j][k]][k] for axis 1 (torch.gather): index (int32 or int64) has
 /// x's number of dims and is no larger than x off `axis`. Differentiable w.r.t. x (scatter-add).
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);

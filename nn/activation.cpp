@@ -23,4 +23,10 @@ Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 
+Tensor Softplus::forward(const Tensor& x) { return softplus(x, beta_, threshold_); }
+
+Tensor LeakyReLU::forward(const Tensor& x) { return leaky_relu(x, negative_slope_); }
+
+Tensor ELU::forward(const Tensor& x) { return elu(x, alpha_); }
+
 }  // namespace heed::nn

@@ -50,4 +50,34 @@ class Tanh : public Module {
   Tensor forward(const Tensor& x);
 };
 
+/// torch.nn.Softplus(beta, threshold): heed::softplus.
+class Softplus : public Module {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0) : beta_(beta), threshold_(threshold) {}
+  Tensor forward(const Tensor& x);
+
+ private:
+  double beta_, threshold_;
+};
+
+/// torch.nn.LeakyReLU(negative_slope): heed::leaky_relu.
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01) : negative_slope_(negative_slope) {}
+  Tensor forward(const Tensor& x);
+
+ private:
+  double negative_slope_;
+};
+
+/// torch.nn.ELU(alpha): heed::elu.
+class ELU : public Module {
+ public:
+  explicit ELU(double alpha = 1.0) : alpha_(alpha) {}
+  Tensor forward(const Tensor& x);
+
+ private:
+  double alpha_;
+};
+
 }  // namespace heed::nn

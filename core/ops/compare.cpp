@@ -3,7 +3,9 @@
 // Every operand broadcasts NumPy-style; values are compared as double, which is exact for
 // float32, float64, int32, bool and int64 ids below 2^53. A scalar is first rounded to a float
 // tensor's dtype, as PyTorch does (float32 x > 0.1 compares x with 0.1f, not with the double 0.1).
+#include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -135,6 +137,52 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
                             });
   });
   return out;
+}
+
+// ------------------------------------------------------------------------------------------
+// isnan / isinf / isfinite, allclose, any / all: bool results, any dtype (an integer or bool
+// element is never NaN or infinite).
+
+namespace {
+template <class F>
+Tensor classify(const Tensor& a, const char* op, F&& f) {
+  return map2(a, Tensor::scalar(0.0, DType::f64), DType::boolean, op, [&f](double x, double) { return f(x); });
+}
+
+// The axis of any / all checked (naming the op; a 0-d tensor has axis 0 or -1, as torch's).
+void check_reduce_axis(const Tensor& a, int64_t axis, const char* op) {
+  detail::normalize_axis(axis, std::max<int64_t>(a.dim(), 1), op, a.shape());
+}
+}  // namespace
+
+Tensor isnan(const Tensor& a) { return classify(a, "isnan", [](double x) { return std::isnan(x); }); }
+Tensor isinf(const Tensor& a) { return classify(a, "isinf", [](double x) { return std::isinf(x); }); }
+Tensor isfinite(const Tensor& a) { return classify(a, "isfinite", [](double x) { return std::isfinite(x); }); }
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  HEED_CHECK(rtol >= 0 && atol >= 0, "allclose: rtol (", rtol, ") and atol (", atol, ") must be non-negative");
+  // torch.isclose: equal (infinities included), or both finite and |a - b| <= atol + rtol |b|;
+  // NaN equals NaN only with equal_nan. Computed in double, so float32 operands are exact.
+  const Tensor close = map2(a, b, DType::boolean, "allclose", [rtol, atol, equal_nan](double x, double y) {
+    if (x == y) return true;
+    if (std::isnan(x) || std::isnan(y)) return equal_nan && std::isnan(x) && std::isnan(y);
+    if (!std::isfinite(x) || !std::isfinite(y)) return false;
+    return std::fabs(x - y) <= atol + rtol * std::fabs(y);
+  });
+  return all(close).item() != 0;
+}
+
+// any and all count through sum's exact int64 path: any is "some element is non-zero", all "no
+// element is zero" (a NaN is non-zero, as torch's); an empty tensor gives false and true.
+Tensor any(const Tensor& a) { return gt(sum(ne(a, 0.0)), 0.0); }
+Tensor all(const Tensor& a) { return eq(sum(eq(a, 0.0)), 0.0); }
+Tensor any(const Tensor& a, int64_t axis, bool keepdim) {
+  check_reduce_axis(a, axis, "any");
+  return gt(sum(ne(a, 0.0), axis, keepdim), 0.0);
+}
+Tensor all(const Tensor& a, int64_t axis, bool keepdim) {
+  check_reduce_axis(a, axis, "all");
+  return eq(sum(eq(a, 0.0), axis, keepdim), 0.0);
 }
 
 }  // namespace heed

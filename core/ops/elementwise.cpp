@@ -477,4 +477,108 @@ static Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
 
+// ------------------------------------------------------------------------------------------
+// softplus, leaky_relu, elu: torch's formulas and backwards (at x = 0 leaky_relu's and elu's
+// gradients take the x <= 0 side, as torch's).
+
+Tensor softplus(const Tensor& a, double beta, double threshold) {
+  HEED_CHECK(beta != 0 && !std::isnan(beta) && !std::isnan(threshold), "softplus: beta (", beta,
+             ") must be non-zero and beta, threshold (", threshold, ") not NaN");
+  // log(1 + e^(beta x)) / beta, linear (x itself) where beta x > threshold, as torch's.
+  Tensor out = unary_map("softplus", a, [beta, threshold](auto x) {
+    using T = decltype(x);
+    const T bx = x * static_cast<T>(beta);
+    return bx > static_cast<T>(threshold) ? x : std::log1p(std::exp(bx)) / static_cast<T>(beta);
+  });
+  // d = z / (z + 1), z = e^(beta x): sigmoid(beta x); 1 in the linear region.
+  return record("softplus", out, {a}, [a = a.detach(), beta, threshold](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "softplus_backward", [beta, threshold](auto gv, auto x) {
+      using T = decltype(x);
+      const T bx = x * static_cast<T>(beta);
+      if (bx > static_cast<T>(threshold)) return gv;
+      const T z = std::exp(bx);
+      return gv * z / (z + T(1));
+    })};
+  }, {a});
+}
+
+Tensor leaky_relu(const Tensor& a, double negative_slope) {
+  Tensor out = unary_map("leaky_relu", a, [negative_slope](auto x) {
+    using T = decltype(x);
+    return x > 0 ? x : x * static_cast<T>(negative_slope);
+  });
+  return record("leaky_relu", out, {a}, [a = a.detach(), negative_slope](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "leaky_relu_backward", [negative_slope](auto gv, auto x) {
+      using T = decltype(x);
+      return x > 0 ? gv : gv * static_cast<T>(negative_slope);
+    })};
+  }, {a});
+}
+
+Tensor elu(const Tensor& a, double alpha) {
+  Tensor out = unary_map("elu", a, [alpha](auto x) {
+    using T = decltype(x);
+    return x <= 0 ? static_cast<T>(alpha) * std::expm1(x) : x;
+  });
+  return record("elu", out, {a}, [a = a.detach(), alpha](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "elu_backward", [alpha](auto gv, auto x) {
+      using T = decltype(x);
+      return x <= 0 ? gv * static_cast<T>(alpha) * std::exp(x) : gv;
+    })};
+  }, {a});
+}
+
+// ------------------------------------------------------------------------------------------
+// log1p, expm1, rsqrt, reciprocal, square; floor, ceil, round (their gradient is 0, as torch's).
+
+Tensor log1p(const Tensor& a) {
+  Tensor out = unary_map("log1p", a, [](auto x) { return std::log1p(x); });
+  return record("log1p", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "log1p_backward", [](auto gv, auto x) { return gv / (x + 1); })};
+  }, {a});
+}
+
+Tensor expm1(const Tensor& a) {
+  Tensor out = unary_map("expm1", a, [](auto x) { return std::expm1(x); });
+  return record("expm1", out, {a}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, y, "expm1_backward", [](auto gv, auto yv) { return gv * (yv + 1); })};
+  }, {out});
+}
+
+Tensor rsqrt(const Tensor& a) {
+  Tensor out = unary_map("rsqrt", a, [](auto x) { return decltype(x)(1) / std::sqrt(x); });
+  // d x^(-1/2) = -y^3 / 2, as torch's
+  return record("rsqrt", out, {a}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, y, "rsqrt_backward", [](auto gv, auto yv) {
+      return gv * (yv * yv * yv) * decltype(yv)(-0.5);
+    })};
+  }, {out});
+}
+
+Tensor reciprocal(const Tensor& a) {
+  Tensor out = unary_map("reciprocal", a, [](auto x) { return decltype(x)(1) / x; });
+  return record("reciprocal", out, {a}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, y, "reciprocal_backward", [](auto gv, auto yv) { return -(gv * (yv * yv)); })};
+  }, {out});
+}
+
+Tensor square(const Tensor& a) {
+  Tensor out = unary_map("square", a, [](auto x) { return x * x; });
+  return record("square", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_map(g, a, "square_backward", [](auto gv, auto x) { return gv * (x + x); })};
+  }, {a});
+}
+
+// A step function: its gradient is 0 everywhere, as torch's floor, ceil and round.
+template <class F>
+static Tensor rounding(const Tensor& a, const char* op, F f) {
+  Tensor out = unary_map(op, a, f);
+  return record(op, out, {a}, [](const Tensor& g) { return std::vector<Tensor>{Tensor::zeros(g.shape(), g.dtype())}; });
+}
+
+Tensor floor(const Tensor& a) { return rounding(a, "floor", [](auto x) { return std::floor(x); }); }
+Tensor ceil(const Tensor& a) { return rounding(a, "ceil", [](auto x) { return std::ceil(x); }); }
+// std::nearbyint in the default rounding mode: half to even (0.5 -> 0, 1.5 -> 2, 2.5 -> 2), as torch.round.
+Tensor round(const Tensor& a) { return rounding(a, "round", [](auto x) { return std::nearbyint(x); }); }
+
 }  // namespace heed

@@ -1,6 +1,6 @@
 // Indexing: select (x[i]), gather, index_select, the scatters, argmax, tril / triu. select is a
 // view; gather, index_select, the scatters and tril / triu are differentiable w.r.t. their float
-// inputs; argmax and every integer or bool result carry no gradient.
+// inputs; argmax, argmin and every integer or bool result carry no gradient.
 #include <algorithm>
 #include <array>
 
@@ -54,13 +54,14 @@ Tensor select(const Tensor& x, int64_t axis, int64_t i) {
   return squeeze(slice(x, axis, i, i + 1), axis);
 }
 
-Tensor argmax(const Tensor& x) { return argmax(reshape(x.detach(), {-1}), 0, false); }
-
-Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
-  HEED_CHECK(x.dim() > 0, "argmax: a 0-d tensor has no axis; use argmax(x)");
-  axis = detail::normalize_axis(axis, x.dim(), "argmax", x.shape());
+// argmax and argmin: the index of the first largest (smallest) element of each slice; a NaN wins
+// either way, as torch's (NaN propagates through max and min).
+static Tensor arg_extreme(const Tensor& x, int64_t axis, bool keepdim, bool is_max) {
+  const char* op = is_max ? "argmax" : "argmin";
+  HEED_CHECK(x.dim() > 0, op, ": a 0-d tensor has no axis; use ", op, "(x)");
+  axis = detail::normalize_axis(axis, x.dim(), op, x.shape());
   const int64_t n = x.size(axis);
-  HEED_CHECK(n > 0, "argmax: axis ", axis, " of ", to_string(x.shape()), " is empty");
+  HEED_CHECK(n > 0, op, ": axis ", axis, " of ", to_string(x.shape()), " is empty");
   const Tensor rows = permute(x.detach(), detail::axis_to_end(x.dim(), axis)).contiguous();
   Shape out_shape = x.shape();
   out_shape.erase(out_shape.begin() + axis);
@@ -69,16 +70,21 @@ Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) {
   visit_any_dtype(x.dtype(), [&]<class T>() {
     const T* p = rows.data<T>();
     for (int64_t r = 0, R = out.numel(); r < R; ++r) {
-      int64_t best = 0;  // the first maximum, as torch.argmax; a NaN wins, as in torch.max
+      int64_t best = 0;  // the first extreme, as torch's
       for (int64_t j = 1; j < n; ++j) {
         const T v = p[r * n + j], b = p[r * n + best];
-        if (v > b || (v != v && b == b)) best = j;
+        if ((is_max ? v > b : v < b) || (v != v && b == b)) best = j;
       }
       po[r] = best;
     }
   });
   return keepdim ? unsqueeze(out, axis) : out;
 }
+
+Tensor argmax(const Tensor& x) { return arg_extreme(reshape(x.detach(), {-1}), 0, false, true); }
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim) { return arg_extreme(x, axis, keepdim, true); }
+Tensor argmin(const Tensor& x) { return arg_extreme(reshape(x.detach(), {-1}), 0, false, false); }
+Tensor argmin(const Tensor& x, int64_t axis, bool keepdim) { return arg_extreme(x, axis, keepdim, false); }
 
 namespace {
 

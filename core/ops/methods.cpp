@@ -37,6 +37,31 @@ Tensor Tensor::min() const { return heed::min(*this); }
 Tensor Tensor::min(int64_t axis, bool keepdim) const { return heed::min(*this, axis, keepdim); }
 Tensor Tensor::argmax() const { return heed::argmax(*this); }
 Tensor Tensor::argmax(int64_t axis, bool keepdim) const { return heed::argmax(*this, axis, keepdim); }
+Tensor Tensor::argmin() const { return heed::argmin(*this); }
+Tensor Tensor::argmin(int64_t axis, bool keepdim) const { return heed::argmin(*this, axis, keepdim); }
+Tensor Tensor::logsumexp(int64_t axis, bool keepdim) const { return heed::logsumexp(*this, axis, keepdim); }
+Tensor Tensor::log1p() const { return heed::log1p(*this); }
+Tensor Tensor::expm1() const { return heed::expm1(*this); }
+Tensor Tensor::rsqrt() const { return heed::rsqrt(*this); }
+Tensor Tensor::reciprocal() const { return heed::reciprocal(*this); }
+Tensor Tensor::square() const { return heed::square(*this); }
+Tensor Tensor::floor() const { return heed::floor(*this); }
+Tensor Tensor::ceil() const { return heed::ceil(*this); }
+Tensor Tensor::round() const { return heed::round(*this); }
+Tensor Tensor::isnan() const { return heed::isnan(*this); }
+Tensor Tensor::isinf() const { return heed::isinf(*this); }
+Tensor Tensor::isfinite() const { return heed::isfinite(*this); }
+Tensor Tensor::any() const { return heed::any(*this); }
+Tensor Tensor::any(int64_t axis, bool keepdim) const { return heed::any(*this, axis, keepdim); }
+Tensor Tensor::all() const { return heed::all(*this); }
+Tensor Tensor::all(int64_t axis, bool keepdim) const { return heed::all(*this, axis, keepdim); }
+bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
+  return heed::allclose(*this, other, rtol, atol, equal_nan);
+}
+Tensor Tensor::amax(int64_t axis, bool keepdim) const { return heed::amax(*this, {axis}, keepdim); }
+Tensor Tensor::amax(std::initializer_list<int64_t> axes, bool keepdim) const { return heed::amax(*this, axes, keepdim); }
+Tensor Tensor::amin(int64_t axis, bool keepdim) const { return heed::amin(*this, {axis}, keepdim); }
+Tensor Tensor::amin(std::initializer_list<int64_t> axes, bool keepdim) const { return heed::amin(*this, axes, keepdim); }
 Tensor Tensor::softmax(int64_t axis) const { return heed::softmax(*this, axis); }
 Tensor Tensor::log_softmax(int64_t axis) const { return heed::log_softmax(*this, axis); }
 Tensor Tensor::abs() const { return heed::abs(*this); }

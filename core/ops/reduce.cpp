@@ -591,6 +591,50 @@ Tensor max(const Tensor& a, int64_t axis, bool keepdim) {
   });
 }
 
+// logsumexp: log(sum(exp(x - m))) + m with m the max along the axis, masked to 0 where it is
+// infinite (torch's form: an all -inf slice gives -inf rather than NaN, a +inf gives +inf). The
+// forward is composed with autograd off; the backward is torch's, g exp(x - out) (the softmax).
+Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdim) {
+  check_floating(x, "logsumexp");
+  const AxisView v = axis_view(x, axis, keepdim, "logsumexp");  // checks the axis, naming logsumexp
+  Tensor out_kept;  // with keepdim's shape, as the backward reads it
+  {
+    NoGradGuard no_grad;
+    // an empty axis sums to 0, log 0 = -inf, as torch's
+    Tensor m = v.n > 0 ? max(x, axis, true) : Tensor::zeros(axis_view(x, axis, true, "logsumexp").out_shape, x.dtype());
+    m = where(eq(abs(m), std::numeric_limits<double>::infinity()), 0.0, m);
+    out_kept = log(sum(exp(x - m), axis, true)) + m;
+  }
+  const Tensor out = keepdim ? out_kept : reshape(out_kept, v.out_shape);
+  return record("logsumexp", out, {x}, [x = x.detach(), y = out_kept.detach(), kept = out_kept.shape()](const Tensor& g) {
+    return std::vector<Tensor>{reshape(g, kept) * exp(x - y)};
+  }, {x, out_kept});
+}
+
+// amax / amin: the max (min) over `axes` with torch's gradient, shared evenly by the elements
+// equal to it: (g / count) * (x == out), count their number in each slice.
+static Tensor extreme_over(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim, bool is_max) {
+  const char* op = is_max ? "amax" : "amin";
+  check_floating(x, op);
+  const AxesPlan plan = plan_axes(x, axes, op);
+  HEED_CHECK(plan.merged.back() > 0, op, ": cannot reduce an empty axis of ", to_string(x.shape()),
+             " (max and min have no identity)");
+  Tensor kept;
+  {
+    NoGradGuard no_grad;
+    kept = reduce_axes(x, plan, true, [is_max](const Tensor& m) { return is_max ? max(m, -1) : min(m, -1); });
+  }
+  const Tensor out = keepdim ? kept : reshape(kept, Shape(plan.merged.begin(), plan.merged.end() - 1));
+  return record(op, out, {x}, [x = x.detach(), kept = kept.detach(), plan](const Tensor& g) {
+    const Tensor at = eq(x, kept).to(x.dtype());
+    const Tensor count = reduce_axes(at, plan, true, [](const Tensor& m) { return sum(m, -1); });
+    return std::vector<Tensor>{(reshape(g, plan.kept) / count) * at};
+  }, {x, kept});
+}
+
+Tensor amax(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) { return extreme_over(x, axes, keepdim, true); }
+Tensor amin(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) { return extreme_over(x, axes, keepdim, false); }
+
 // softmax and log_softmax share their wrapper: the backward of each reads only the output y.
 template <class Forward, class Backward>
 static Tensor softmax_like(const Tensor& a, int64_t axis, const char* op, Forward forward, Backward backward) {
