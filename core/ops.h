@@ -151,6 +151,10 @@ inline Tensor amax(const Tensor& x, std::initializer_list<int64_t> axes, bool ke
 inline Tensor amin(const Tensor& x, std::initializer_list<int64_t> axes, bool keepdim = false) {
   return amin(x, std::vector<int64_t>(axes), keepdim);
 }
+/// The product of all elements, or along `axis` (torch.prod), float tensors; the gradient is
+/// torch's, exact where the input has zeros (the product of the other elements, no division).
+Tensor prod(const Tensor& a);
+Tensor prod(const Tensor& a, int64_t axis, bool keepdim = false);
 Tensor softmax(const Tensor& a, int64_t axis = -1);      ///< stable (max subtracted)
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);  ///< stable (log-sum-exp)
 
@@ -187,6 +191,16 @@ Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
 /// `a` tiled repeats[i] times along axis i (torch's x.repeat): more counts than axes add leading
 /// axes; always a copy. The gradient sums the tiles.
 Tensor repeat(const Tensor& a, const Shape& repeats);
+/// `length` elements of `axis` from `start` (negative counts from the end): a view, as torch.narrow.
+Tensor narrow(const Tensor& a, int64_t axis, int64_t start, int64_t length);
+/// The slices along `axis`, each a view without that axis (torch.unbind).
+std::vector<Tensor> unbind(const Tensor& a, int64_t axis = 0);
+/// The elements in reverse order along each of `axes` (torch.flip): a copy, as torch's; any dtype,
+/// differentiable for floats; a repeated axis is refused.
+Tensor flip(const Tensor& a, const std::vector<int64_t>& axes);
+/// F.pad(x, pads, value=v), constant mode: pads are (left, right) pairs from the last axis
+/// backwards, as torch's; a negative pad crops. Always a copy; the gradient is g's interior.
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value = 0.0);
 /// Broadcasts `a` to `shape` (a view with stride 0 on broadcast axes); -1 keeps an axis's size.
 Tensor expand(const Tensor& a, const Shape& shape);
 
@@ -325,6 +339,8 @@ Tensor min(const Tensor& a, int64_t axis, bool keepdim = false);
 /// torch.matmul: vector @ matrix and matrix @ vector drop the promoted axis, vector @ vector is the
 /// dot product (shape []). Uses cblas_?gemm with transpose flags, so transposed views are not copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
+/// torch.outer: 1-D a (n) and b (m) of one dtype -> (n, m), a[i] b[j].
+Tensor outer(const Tensor& a, const Tensor& b);
 /// y = x @ w^T (+ b): PyTorch's F.linear. x: (..., in), w: (out, in), b: (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 /// r + linear(x, w, b), with the product accumulated straight onto a copy of r (as

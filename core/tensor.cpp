@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -209,6 +210,18 @@ Tensor Tensor::arange(int64_t start, int64_t end, int64_t step, DType dtype) {
   visit_any_dtype(dtype, [&]<class T>() {
     T* p = t.data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<__int128>(start) + static_cast<__int128>(i) * step);
+  });
+  return t;
+}
+
+Tensor Tensor::eye(int64_t n, DType dtype) { return eye(n, n, dtype); }
+
+Tensor Tensor::eye(int64_t n, int64_t m, DType dtype) {
+  HEED_CHECK(n >= 0 && m >= 0, "eye: sizes must be non-negative, got ", n, " and ", m);
+  Tensor t = zeros({n, m}, dtype);
+  visit_any_dtype(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = T(1);
   });
   return t;
 }

@@ -130,6 +130,9 @@ class Tensor {
   /// the rounding of torch's x86 CPU kernel, bit for bit (step = (end - start) / (steps - 1) in the
   /// dtype, counted from the nearer end, in its vector blocks: core/tensor.cpp says how); steps ==
   /// 1 gives start, 0 an empty tensor.
+  /// The (n, m) identity (m = n by default): ones on the diagonal, as torch.eye; any dtype.
+  static Tensor eye(int64_t n, DType dtype = DType::f32);
+  static Tensor eye(int64_t n, int64_t m, DType dtype = DType::f32);
   static Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::f32);
   /// Normal(mean, std) samples from `gen`.
   static Tensor randn(const Shape& shape, Generator& gen, double std = 1.0, double mean = 0.0,
@@ -228,6 +231,11 @@ class Tensor {
   Tensor argmin() const;
   Tensor argmin(int64_t axis, bool keepdim = false) const;
   Tensor logsumexp(int64_t axis, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(int64_t axis, bool keepdim = false) const;
+  Tensor narrow(int64_t axis, int64_t start, int64_t length) const;
+  std::vector<Tensor> unbind(int64_t axis = 0) const;
+  Tensor flip(const std::vector<int64_t>& axes) const;
   Tensor log1p() const;
   Tensor expm1() const;
   Tensor rsqrt() const;

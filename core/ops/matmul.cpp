@@ -604,4 +604,12 @@ Tensor add_linear(const Tensor& r, const Tensor& x, const Tensor& w, const Tenso
   return linear_impl(x, w, b, r);
 }
 
+// torch.outer: a (n) and b (m) -> (n, m), a[i] b[j]; a broadcast product, differentiable in both.
+Tensor outer(const Tensor& a, const Tensor& b) {
+  HEED_CHECK(a.dim() == 1 && b.dim() == 1, "outer: expected two 1-D tensors, got ", to_string(a.shape()), " and ",
+             to_string(b.shape()));
+  HEED_CHECK(a.dtype() == b.dtype(), "outer: dtypes differ (", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()), ")");
+  return mul(unsqueeze(a, 1), unsqueeze(b, 0));
+}
+
 }  // namespace heed

@@ -40,6 +40,11 @@ Tensor Tensor::argmax(int64_t axis, bool keepdim) const { return heed::argmax(*t
 Tensor Tensor::argmin() const { return heed::argmin(*this); }
 Tensor Tensor::argmin(int64_t axis, bool keepdim) const { return heed::argmin(*this, axis, keepdim); }
 Tensor Tensor::logsumexp(int64_t axis, bool keepdim) const { return heed::logsumexp(*this, axis, keepdim); }
+Tensor Tensor::prod() const { return heed::prod(*this); }
+Tensor Tensor::prod(int64_t axis, bool keepdim) const { return heed::prod(*this, axis, keepdim); }
+Tensor Tensor::narrow(int64_t axis, int64_t start, int64_t length) const { return heed::narrow(*this, axis, start, length); }
+std::vector<Tensor> Tensor::unbind(int64_t axis) const { return heed::unbind(*this, axis); }
+Tensor Tensor::flip(const std::vector<int64_t>& axes) const { return heed::flip(*this, axes); }
 Tensor Tensor::log1p() const { return heed::log1p(*this); }
 Tensor Tensor::expm1() const { return heed::expm1(*this); }
 Tensor Tensor::rsqrt() const { return heed::rsqrt(*this); }

@@ -635,6 +635,56 @@ static Tensor extreme_over(const Tensor& x, const std::vector<int64_t>& axes, bo
 Tensor amax(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) { return extreme_over(x, axes, keepdim, true); }
 Tensor amin(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) { return extreme_over(x, axes, keepdim, false); }
 
+// prod over an axis, x: (outer, n, inner). The gradient of element k is g times the product of the
+// others, taken from the running products before and after it (no division: exact with zeros,
+// as torch's prod_backward, where one zero's gradient is the product of the rest).
+Tensor prod(const Tensor& a, int64_t axis, bool keepdim) {
+  check_floating(a, "prod");
+  const AxisView v = axis_view(a, axis, keepdim, "prod");
+  const Tensor x = contiguous_data(a);
+  Tensor out = Tensor::empty(v.out_shape, a.dtype());
+  visit_dtype(a.dtype(), [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    for (int64_t o = 0; o < v.outer; ++o)
+      for (int64_t i = 0; i < v.inner; ++i) {
+        T p = 1;
+        for (int64_t k = 0; k < v.n; ++k) p *= px[(o * v.n + k) * v.inner + i];
+        po[o * v.inner + i] = p;
+      }
+  });
+  return record("prod", out, {a}, [v, x = x.detach()](const Tensor& g_out) {
+    const Tensor g = contiguous_data(g_out);
+    Tensor dx = Tensor::empty(x.shape(), x.dtype());
+    visit_dtype(x.dtype(), [&]<class T>() {
+      const T* px = x.data<T>();
+      const T* pg = g.data<T>();
+      T* pd = dx.data<T>();
+      for (int64_t o = 0; o < v.outer; ++o)
+        for (int64_t i = 0; i < v.inner; ++i) {
+          const int64_t base = o * v.n * v.inner + i;
+          T before = 1;  // the product of the elements before k, written first, then times the ones after
+          for (int64_t k = 0; k < v.n; ++k) {
+            pd[base + k * v.inner] = before;
+            before *= px[base + k * v.inner];
+          }
+          T after = 1;
+          const T gv = pg[o * v.inner + i];
+          for (int64_t k = v.n - 1; k >= 0; --k) {
+            pd[base + k * v.inner] *= after * gv;
+            after *= px[base + k * v.inner];
+          }
+        }
+    });
+    return std::vector<Tensor>{dx};
+  }, {x});
+}
+
+Tensor prod(const Tensor& a) {
+  check_floating(a, "prod");
+  return prod(reshape(a, {-1}), 0, false);
+}
+
 // softmax and log_softmax share their wrapper: the backward of each reads only the output y.
 template <class Forward, class Backward>
 static Tensor softmax_like(const Tensor& a, int64_t axis, const char* op, Forward forward, Backward backward) {

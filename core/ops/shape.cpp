@@ -2,6 +2,7 @@
 // allow; transpose, permute, slice, expand, squeeze, flatten) and the copies that cannot be views (concat,
 // repeat).
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -277,6 +278,85 @@ Tensor expand(const Tensor& a, const Shape& requested) {
   return record("expand", out, {a}, [from = a.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, from)};
   });
+}
+
+// ------------------------------------------------------------------------------------------
+// narrow, unbind (views), flip (a copy, as torch's)
+
+Tensor narrow(const Tensor& a, int64_t axis, int64_t start, int64_t length) {
+  HEED_CHECK(a.dim() > 0, "narrow: a 0-d tensor has no axis");
+  axis = detail::normalize_axis(axis, a.dim(), "narrow", a.shape());
+  const int64_t n = a.size(axis);
+  HEED_CHECK(start >= -n && start <= n, "narrow: start ", start, " out of range for axis ", axis, " of size ", n);
+  if (start < 0) start += n;
+  HEED_CHECK(length >= 0 && start + length <= n, "narrow: start ", start, " + length ", length,
+             " exceeds axis ", axis, " of size ", n, " in ", to_string(a.shape()));
+  return slice(a, axis, start, start + length);
+}
+
+std::vector<Tensor> unbind(const Tensor& a, int64_t axis) {
+  HEED_CHECK(a.dim() > 0, "unbind: a 0-d tensor has no axis");
+  axis = detail::normalize_axis(axis, a.dim(), "unbind", a.shape());
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < a.size(axis); ++i) out.push_back(select(a, axis, i));
+  return out;
+}
+
+Tensor flip(const Tensor& a, const std::vector<int64_t>& axes) {
+  const int64_t nd = a.dim();
+  std::vector<bool> flipped(std::max<int64_t>(nd, 1), false);
+  for (int64_t axis : axes) {
+    const int64_t d = detail::normalize_axis(axis, std::max<int64_t>(nd, 1), "flip", a.shape());
+    HEED_CHECK(!flipped[d], "flip: axis ", d, " appears more than once in ", to_string(axes));
+    flipped[d] = true;
+  }
+  // The source read through strides negated on the flipped axes, from the far end of each.
+  Shape src = a.strides();
+  int64_t base = a.offset();
+  for (int64_t d = 0; d < nd; ++d)
+    if (flipped[d] && a.size(d) > 0) {
+      base += (a.size(d) - 1) * src[d];
+      src[d] = -src[d];
+    }
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  const Shape so = out.strides();
+  visit_any_dtype(a.dtype(), [&]<class T>() {
+    const T* p = static_cast<const T*>(a.storage()->data());
+    T* po = out.data<T>();
+    const int64_t is = src.empty() ? 0 : src.back();
+    detail::for_each_row<2>(a.shape(), {&src, &so}, {base, 0}, [&](int64_t len, const std::array<int64_t, 2>& off) {
+      for (int64_t i = 0; i < len; ++i) po[off[1] + i] = p[off[0] + i * is];
+    });
+  });
+  if (!is_floating(a.dtype())) return out;
+  return record("flip", out, {a}, [axes](const Tensor& g) { return std::vector<Tensor>{flip(g, axes)}; });
+}
+
+// F.pad's constant mode, composed of slice (negative pads crop) and concat with constant blocks,
+// so its gradient is theirs: the interior of g, nothing to the padding.
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
+  HEED_CHECK(pads.size() % 2 == 0 && static_cast<int64_t>(pads.size()) <= 2 * a.dim(), "pad: ", pads.size(),
+             " pads for ", to_string(a.shape()), ": expected (left, right) pairs, at most two per axis");
+  Tensor x = a;
+  for (size_t i = 0; i < pads.size() / 2; ++i) {
+    const int64_t axis = a.dim() - 1 - static_cast<int64_t>(i);
+    const int64_t left = pads[2 * i], right = pads[2 * i + 1], n = x.size(axis);
+    const int64_t crop = std::max<int64_t>(0, -left) + std::max<int64_t>(0, -right);
+    HEED_CHECK(crop <= n && n + left + right >= 0, "pad: pads (", left, ", ", right, ") on axis ", axis,
+               " of size ", n, " in ", to_string(a.shape()), " would leave a negative size");
+    x = slice(x, axis, std::max<int64_t>(0, -left), n - std::max<int64_t>(0, -right));
+    std::vector<Tensor> parts;
+    auto block = [&](int64_t len) {
+      Shape s = x.shape();
+      s[axis] = len;
+      return Tensor::full(s, value, x.dtype());
+    };
+    if (left > 0) parts.push_back(block(left));
+    parts.push_back(x);
+    if (right > 0) parts.push_back(block(right));
+    if (parts.size() > 1) x = concat(parts, axis);
+  }
+  return x.storage() == a.storage() ? x.clone() : x;  // only crops or nothing: still a view of a
 }
 
 }  // namespace heed

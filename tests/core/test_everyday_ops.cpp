@@ -424,3 +424,189 @@ TEST_CASE("log1p, expm1, rsqrt, reciprocal, square, floor, ceil, round refuse in
     REQUIRE_THROWS_WITH(call(), Contains(op + ":") && Contains("int64"));
   }
 }
+
+// ------------------------------------------------------------------------------------------ eye, outer, unbind, flip, narrow
+
+// torch.eye(3), torch.eye(2, 3), torch.eye(3, 2, dtype=torch.int64), torch.eye(0, 3);
+// torch.outer(torch.tensor([1., 2., 3.]), torch.tensor([4., 5.])).
+TEST_CASE("eye and outer match PyTorch", "[everyday][eye]") {
+  require_values(Tensor::eye(3), {3, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1}, 0);
+  REQUIRE(Tensor::eye(3).dtype() == DType::f32);
+  require_values(Tensor::eye(2, 3, DType::f64), {2, 3}, {1, 0, 0, 0, 1, 0}, 0);
+  const Tensor ei = Tensor::eye(3, 2, DType::i64);
+  REQUIRE(ei.dtype() == DType::i64);
+  REQUIRE(ei.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 1, 0, 0});
+  REQUIRE(Tensor::eye(0, 3).shape() == Shape{0, 3});
+  require_values(outer(Tensor({1.0, 2.0, 3.0}), Tensor({4.0, 5.0})), {3, 2}, {4, 5, 8, 10, 12, 15}, 0);
+}
+
+TEST_CASE("outer gradchecks: non-contiguous operands, an input used twice", "[everyday][eye]") {
+  require_gradcheck([](const std::vector<Tensor>& in) { return outer(in[0], in[1]); }, {randn64({3}, 110), randn64({4}, 111)});
+  Tensor strided = slice(randn64({8}, 112).detach(), 0, 0, 8, 2).detach().requires_grad_();
+  REQUIRE_FALSE(strided.is_contiguous());
+  require_gradcheck([](const std::vector<Tensor>& in) { return outer(in[0], in[1]); }, {strided, randn64({2}, 113)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return outer(in[0], in[0]); }, {randn64({3}, 114)});
+}
+
+TEST_CASE("eye and outer refuse bad sizes, shapes and dtypes naming themselves", "[everyday][eye]") {
+  REQUIRE_THROWS_WITH(Tensor::eye(-1), Contains("eye") && Contains("non-negative"));
+  REQUIRE_THROWS_WITH(outer(Tensor::zeros({2, 2}), Tensor::zeros({2})), Contains("outer") && Contains("1-D"));
+  REQUIRE_THROWS_WITH(outer(Tensor::zeros({2}), Tensor::zeros({2}, DType::f64)), Contains("outer") && Contains("dtypes"));
+}
+
+TEST_CASE("flip, narrow and unbind match PyTorch", "[everyday][flip]") {
+  const Tensor x = sine_input();
+  // torch.flip(x, (0, 2))
+  require_values(flip(x, {0, 2}), {2, 3, 4},
+                 {-2.9428086901994748, -1.8752119466786463, 0.0743262763600733, 1.98890769024655, 2.5774854445694872, 0.9824233174130791, -1.0746878467104861, -2.6263565240652857, -1.9143200470438422, 0.023889551357812032, 1.9508635204713505, 2.9603158928238402, 2.0263895416534536, 2.9749944313574055, 2.5244129544236893, 0.8865606199840186, -2.6503639671604606, -2.9325903529952906, -1.8355736728281569, 0.1247419872998728, 2.9680747398701457, 2.5513098618856933, 0.9346240905401335, -1.1216299944907107},
+                 0);
+  // torch.flip(x, (-1,))
+  require_values(x.flip({-1}), {2, 3, 4},
+                 {2.0263895416534536, 2.9749944313574055, 2.5244129544236893, 0.8865606199840186, -2.6503639671604606, -2.9325903529952906, -1.8355736728281569, 0.1247419872998728, 2.9680747398701457, 2.5513098618856933, 0.9346240905401335, -1.1216299944907107, -2.9428086901994748, -1.8752119466786463, 0.0743262763600733, 1.98890769024655, 2.5774854445694872, 0.9824233174130791, -1.0746878467104861, -2.6263565240652857, -1.9143200470438422, 0.023889551357812032, 1.9508635204713505, 2.9603158928238402},
+                 0);
+  // torch.flip(x.transpose(0, 2), (1,))
+  require_values(flip(transpose(x, 0, 2), {1}), {4, 3, 2},
+                 {-1.1216299944907107, 2.9603158928238402, 0.1247419872998728, -2.6263565240652857, 0.8865606199840186, 1.98890769024655, 0.9346240905401335, 1.9508635204713505, -1.8355736728281569, -1.0746878467104861, 2.5244129544236893, 0.0743262763600733, 2.5513098618856933, 0.023889551357812032, -2.9325903529952906, 0.9824233174130791, 2.9749944313574055, -1.8752119466786463, 2.9680747398701457, -1.9143200470438422, -2.6503639671604606, 2.5774854445694872, 2.0263895416534536, -2.9428086901994748},
+                 0);
+  // torch.narrow(x, 2, 1, 2)
+  require_values(narrow(x, 2, 1, 2), {2, 3, 2},
+                 {2.5244129544236893, 2.9749944313574055, -1.8355736728281569, -2.9325903529952906, 0.9346240905401335, 2.5513098618856933, 0.0743262763600733, -1.8752119466786463, -1.0746878467104861, 0.9824233174130791, 1.9508635204713505, 0.023889551357812032},
+                 0);
+  // torch.narrow(x, 1, -2, 2)
+  require_values(x.narrow(1, -2, 2), {2, 2, 4},
+                 {0.1247419872998728, -1.8355736728281569, -2.9325903529952906, -2.6503639671604606, -1.1216299944907107, 0.9346240905401335, 2.5513098618856933, 2.9680747398701457, -2.6263565240652857, -1.0746878467104861, 0.9824233174130791, 2.5774854445694872, 2.9603158928238402, 1.9508635204713505, 0.023889551357812032, -1.9143200470438422},
+                 0);
+  // torch.flip on an int64 tensor and a 0-d one
+  REQUIRE(flip(Tensor::arange(4), {0}).to_vector<int64_t>() == std::vector<int64_t>{3, 2, 1, 0});
+  REQUIRE(flip(Tensor::scalar(2.0), {}).item() == 2.0);
+  // narrow is a view, flip a copy
+  REQUIRE(narrow(x, 2, 1, 2).storage() == x.storage());
+  REQUIRE(flip(x, {0}).storage() != x.storage());
+  // torch.unbind(x, 1)[2]: views without the axis
+  const std::vector<Tensor> parts = x.unbind(1);
+  REQUIRE(parts.size() == 3);
+  require_values(parts[2], {2, 4},
+                 {-1.1216299944907107, 0.9346240905401335, 2.5513098618856933, 2.9680747398701457, 2.9603158928238402,
+                  1.9508635204713505, 0.023889551357812032, -1.9143200470438422},
+                 0);
+  REQUIRE(parts[2].storage() == x.storage());
+  REQUIRE(unbind(x).size() == 2);
+  REQUIRE(unbind(x, -1)[3].shape() == Shape{2, 3});
+}
+
+TEST_CASE("flip, narrow and unbind gradchecks: non-contiguous, an input used twice", "[everyday][flip]") {
+  for (const std::vector<int64_t>& axes : std::vector<std::vector<int64_t>>{{0}, {-1}, {0, 2}, {2, 1, 0}, {}}) {
+    INFO("axes " << to_string(axes));
+    require_gradcheck([&](const std::vector<Tensor>& in) { return flip(in[0], axes); }, {randn64({2, 3, 4}, 120)});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return flip(in[0], axes); }, {transposed64(121)});
+  }
+  require_gradcheck([](const std::vector<Tensor>& in) { return flip(in[0], {1}) * in[0]; }, {randn64({3, 4}, 122)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return narrow(in[0], 1, 1, 2); }, {transposed64(123)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return narrow(in[0], -1, -3, 2) * narrow(in[0], -1, 0, 2); },
+                    {randn64({2, 5}, 124)});
+  require_gradcheck([](const std::vector<Tensor>& in) {
+    const std::vector<Tensor> p = unbind(in[0], 2);
+    return p[0] * p[3] + p[1] - in[0].sum(2);
+  }, {transposed64(125)});
+}
+
+TEST_CASE("flip, narrow and unbind refuse bad axes and ranges naming themselves", "[everyday][flip]") {
+  REQUIRE_THROWS_WITH(flip(Tensor::zeros({2, 3}), {0, -2}), Contains("flip") && Contains("more than once"));
+  REQUIRE_THROWS_WITH(flip(Tensor::zeros({2, 3}), {2}), Contains("flip") && Contains("axis 2"));
+  REQUIRE_THROWS_WITH(narrow(Tensor::zeros({2, 3}), 1, 2, 2), Contains("narrow") && Contains("exceeds"));
+  REQUIRE_THROWS_WITH(narrow(Tensor::zeros({2, 3}), 1, -4, 1), Contains("narrow") && Contains("start -4"));
+  REQUIRE_THROWS_WITH(narrow(Tensor::zeros({2, 3}), 1, 0, -1), Contains("narrow"));
+  REQUIRE_THROWS_WITH(unbind(Tensor::zeros({2, 3}), 2), Contains("unbind") && Contains("axis 2"));
+  REQUIRE_THROWS_WITH(unbind(Tensor::scalar(1.0)), Contains("unbind") && Contains("0-d"));
+}
+
+// ------------------------------------------------------------------------------------------ pad, prod
+
+TEST_CASE("pad matches F.pad's constant mode: last axis first, negative pads crop", "[everyday][pad]") {
+  const Tensor x = sine_input();
+  // F.pad(x, (1, 2))
+  require_values(pad(x, {1, 2}), {2, 3, 7},
+                 {0.0, 0.8865606199840186, 2.5244129544236893, 2.9749944313574055, 2.0263895416534536, 0.0, 0.0, 0.0, 0.1247419872998728, -1.8355736728281569, -2.9325903529952906, -2.6503639671604606, 0.0, 0.0, 0.0, -1.1216299944907107, 0.9346240905401335, 2.5513098618856933, 2.9680747398701457, 0.0, 0.0, 0.0, 1.98890769024655, 0.0743262763600733, -1.8752119466786463, -2.9428086901994748, 0.0, 0.0, 0.0, -2.6263565240652857, -1.0746878467104861, 0.9824233174130791, 2.5774854445694872, 0.0, 0.0, 0.0, 2.9603158928238402, 1.9508635204713505, 0.023889551357812032, -1.9143200470438422, 0.0, 0.0},
+                 0);
+  // F.pad(x, (1, -1, -1, 2), value=7.5)
+  require_values(pad(x, {1, -1, -1, 2}, 7.5), {2, 4, 4},
+                 {7.5, 0.1247419872998728, -1.8355736728281569, -2.9325903529952906, 7.5, -1.1216299944907107, 0.9346240905401335, 2.5513098618856933, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5, -2.6263565240652857, -1.0746878467104861, 0.9824233174130791, 7.5, 2.9603158928238402, 1.9508635204713505, 0.023889551357812032, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5},
+                 0);
+  // F.pad(x, (0, 0, 0, 0, 1, 0))
+  require_values(pad(x, {0, 0, 0, 0, 1, 0}), {3, 3, 4},
+                 {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.8865606199840186, 2.5244129544236893, 2.9749944313574055, 2.0263895416534536, 0.1247419872998728, -1.8355736728281569, -2.9325903529952906, -2.6503639671604606, -1.1216299944907107, 0.9346240905401335, 2.5513098618856933, 2.9680747398701457, 1.98890769024655, 0.0743262763600733, -1.8752119466786463, -2.9428086901994748, -2.6263565240652857, -1.0746878467104861, 0.9824233174130791, 2.5774854445694872, 2.9603158928238402, 1.9508635204713505, 0.023889551357812032, -1.9143200470438422},
+                 0);
+  // F.pad(x.transpose(1, 2), (-1, 1))
+  require_values(pad(transpose(x, 1, 2), {-1, 1}), {2, 4, 3},
+                 {0.1247419872998728, -1.1216299944907107, 0.0, -1.8355736728281569, 0.9346240905401335, 0.0, -2.9325903529952906, 2.5513098618856933, 0.0, -2.6503639671604606, 2.9680747398701457, 0.0, -2.6263565240652857, 2.9603158928238402, 0.0, -1.0746878467104861, 1.9508635204713505, 0.0, 0.9824233174130791, 0.023889551357812032, 0.0, 2.5774854445694872, -1.9143200470438422, 0.0},
+                 0);
+  REQUIRE(pad(Tensor::arange(3), {1, 1}, -1).to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 1, 2, -1});
+  // no pads: a copy still
+  const Tensor same = pad(x, {});
+  REQUIRE(same.storage() != x.storage());
+  require_values(same, {2, 3, 4}, x.to_vector<double>(), 0);
+}
+
+TEST_CASE("pad gradchecks: pads and crops, non-contiguous, an input used twice", "[everyday][pad]") {
+  for (const std::vector<int64_t>& pads :
+       std::vector<std::vector<int64_t>>{{1, 2}, {-1, 2, 0, 1}, {2, -1, -1, 0, 1, 1}, {0, 0}, {-2, -1}}) {
+    INFO("pads " << to_string(pads));
+    require_gradcheck([&](const std::vector<Tensor>& in) { return pad(in[0], pads, 0.5); }, {randn64({2, 3, 4}, 130)});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return pad(in[0], pads); }, {transposed64(131)});
+  }
+  require_gradcheck([](const std::vector<Tensor>& in) { return pad(in[0], {1, 1}) * pad(in[0], {2, 0}); }, {randn64({3, 4}, 132)});
+}
+
+TEST_CASE("pad refuses an odd or too long list and crops past the size naming itself", "[everyday][pad]") {
+  REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {1}), Contains("pad") && Contains("pairs"));
+  REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {1, 1, 1, 1, 1, 1}), Contains("pad") && Contains("pairs"));
+  REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {-2, -2}), Contains("pad") && Contains("negative size"));
+}
+
+// x.prod(), x.prod(1), x.float().prod(-1, keepdim=True); y = [[1, 2, 0, 4], [0, 3, 0, 2], [1.5, -2, 1, 3]]:
+// y.prod(1), y.prod(0, keepdim=True), and the gradients of (y.prod(1) * [1, 2, 3]).sum(), y.prod(0).sum(), y.prod().
+TEST_CASE("prod matches PyTorch, its gradient exact with zeros in the input", "[everyday][prod]") {
+  const Tensor x = sine_input();
+  require_values(x.prod(), {}, {-293.5159695949888}, 1e-12);
+  require_values(prod(x, 1), {2, 4},
+                 {-0.12404255689493356, -4.330810602244436, -22.25874973390448, -15.940549442664501, -15.463448928260332,
+                  -0.1558301903921425, -0.04401057237070039, 14.520206697411876},
+                 1e-12);
+  require_values(prod(x.to(DType::f32), -1, true), {2, 3, 1},
+                 {13.492049217224121, -1.7796777486801147, -7.9382476806640625, 0.815773069858551, 7.147118091583252,
+                  -0.26411160826683044},
+                 1e-6);
+  const std::vector<double> yv = {1, 2, 0, 4, 0, 3, 0, 2, 1.5, -2, 1, 3};
+  Tensor y = Tensor::from_vector(yv, {3, 4}).requires_grad_();
+  require_values(prod(y, 1), {3}, {0, 0, -9}, 0);
+  require_values(y.prod(0, true), {1, 4}, {0, -12, 0, 24}, 0);
+  (prod(y, 1) * Tensor({1.0, 2.0, 3.0}).to(DType::f64)).sum().backward();
+  require_values(y.grad(), {3, 4}, {0, 0, 8, 0, 0, 0, 0, 0, -18, 13.5, -27, -9}, 0);
+  y = Tensor::from_vector(yv, {3, 4}).requires_grad_();
+  prod(y, 0).sum().backward();
+  require_values(y.grad(), {3, 4}, {0, -6, 0, 6, 1.5, -4, 0, 12, 0, 6, 0, 8}, 0);
+  y = Tensor::from_vector(yv, {3, 4}).requires_grad_();
+  prod(y).backward();
+  require_values(y.grad(), {3, 4}, std::vector<double>(12, 0.0), 0);
+  // an empty axis: 1, as torch's
+  require_values(prod(Tensor::zeros({2, 0}, DType::f64), 1), {2}, {1, 1}, 0);
+}
+
+TEST_CASE("prod gradchecks: every axis, zeros, non-contiguous, an input used twice", "[everyday][prod]") {
+  for (int64_t axis = -3; axis < 3; ++axis) {
+    INFO("axis " << axis);
+    require_gradcheck([&](const std::vector<Tensor>& in) { return prod(in[0], axis); }, {randn64({2, 3, 4}, 140 + axis)});
+    require_gradcheck([&](const std::vector<Tensor>& in) { return prod(in[0], axis, true); }, {transposed64(150)});
+  }
+  require_gradcheck([](const std::vector<Tensor>& in) { return prod(in[0]); }, {randn64({2, 3}, 160)});
+  require_gradcheck([](const std::vector<Tensor>& in) { return prod(in[0], 1, true) * in[0]; }, {randn64({3, 4}, 161)});
+  // one zero in a row (its gradient is the product of the others) and two (all zero): a
+  // piecewise-polynomial function, so central differences are exact enough there too
+  Tensor z = Tensor::from_vector(std::vector<double>{1.5, 0, -2, 0.5, 0, 0, 0.7, 1.2}, {2, 4}).requires_grad_();
+  require_gradcheck([](const std::vector<Tensor>& in) { return prod(in[0], 1); }, {z});
+}
+
+TEST_CASE("prod refuses a bad axis and integers naming itself", "[everyday][prod]") {
+  REQUIRE_THROWS_WITH(prod(Tensor::zeros({2, 3}), 2), Contains("prod") && Contains("axis 2"));
+  REQUIRE_THROWS_WITH(prod(Tensor::arange(3)), Contains("prod") && Contains("int64"));
+}
