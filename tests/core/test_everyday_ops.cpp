@@ -15,25 +15,13 @@ using Catch::Contains;
 using heed::test::randn64;
 using heed::test::require_gradcheck;
 using heed::test::require_values;
+using heed::test::sine_input;
+using heed::test::transposed64;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// x = (3 * torch.sin(0.7 * torch.arange(24, dtype=torch.float64) + 0.3)).reshape(2, 3, 4)
-Tensor sine_input(DType dtype = DType::f64) {
-  std::vector<double> v(24);
-  for (int i = 0; i < 24; ++i) v[i] = 3 * std::sin(0.7 * i + 0.3);
-  return Tensor::from_vector(v, {2, 3, 4}).to(dtype);
-}
-
-// A (2, 3, 4) float64 leaf whose strides are not contiguous: the transpose of a (4, 3, 2) one.
-Tensor transposed64(uint64_t seed) {
-  Tensor x = transpose(randn64({4, 3, 2}, seed).detach(), 0, 2).detach().requires_grad_();
-  REQUIRE_FALSE(x.is_contiguous());
-  return x;
-}
 
 using Fn = GradcheckFn;
 

@@ -16,15 +16,9 @@ using heed::test::randn64;
 using heed::test::rand64;
 using heed::test::require_gradcheck;
 using heed::test::require_values;
+using heed::test::sine_input;
 
 namespace {
-
-// x[i] = 3 sin(0.7 i + 0.3), i < 24, as (2, 3, 4): the input of the PyTorch references below.
-Tensor sine_input(DType dtype) {
-  std::vector<double> v(24);
-  for (int i = 0; i < 24; ++i) v[i] = 3 * std::sin(0.7 * i + 0.3);
-  return Tensor::from_vector(v, {2, 3, 4}).to(dtype);
-}
 
 // l[i] = 2 cos(0.9 i + 0.2), i < 20, as (4, 5): the logits of the PyTorch references below.
 Tensor cosine_logits(DType dtype) {

@@ -12,15 +12,9 @@ using namespace heed;
 using heed::test::randn64;
 using heed::test::require_gradcheck;
 using heed::test::require_values;
+using heed::test::sine_input;
 
 namespace {
-
-// The (2, 3, 4) input of the PyTorch references: x[i] = 3 sin(0.7 i + 0.3), row-major.
-Tensor sine_input(DType dtype) {
-  std::vector<double> v(24);
-  for (int i = 0; i < 24; ++i) v[i] = 3 * std::sin(0.7 * i + 0.3);
-  return Tensor::from_vector(v, {2, 3, 4}).to(dtype);
-}
 
 using AxisOp = std::function<Tensor(const Tensor&, int64_t, bool)>;
 struct NamedOp {

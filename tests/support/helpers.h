@@ -21,6 +21,21 @@ inline Tensor rand64(const Shape& shape, uint64_t seed, double lo, double hi) {
   return Tensor::rand(shape, gen, lo, hi, DType::f64).requires_grad_();
 }
 
+/// The (2, 3, 4) input of many PyTorch references: x[i] = 3 sin(0.7 i + 0.3), row-major (torch:
+/// (3 * torch.sin(0.7 * torch.arange(24, dtype=torch.float64) + 0.3)).reshape(2, 3, 4)).
+inline Tensor sine_input(DType dtype = DType::f64) {
+  std::vector<double> v(24);
+  for (int i = 0; i < 24; ++i) v[i] = 3 * std::sin(0.7 * i + 0.3);
+  return Tensor::from_vector(v, {2, 3, 4}).to(dtype);
+}
+
+/// A (2, 3, 4) float64 leaf whose strides are not contiguous: the transpose of a (4, 3, 2) one.
+inline Tensor transposed64(uint64_t seed) {
+  Tensor x = transpose(randn64({4, 3, 2}, seed).detach(), 0, 2).detach().requires_grad_();
+  REQUIRE_FALSE(x.is_contiguous());
+  return x;
+}
+
 /// Asserts t's elements (row-major) equal `expected` within `tol` and that the shape matches.
 inline void require_values(const Tensor& t, const Shape& shape, const std::vector<double>& expected,
                            double tol = 1e-5) {
