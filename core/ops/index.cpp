@@ -170,21 +170,10 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
       for (int64_t j = 0; j < m; ++j) std::copy_n(p + (o * n + idx[j]) * inner, inner, po + (o * m + j) * inner);
   });
   if (!is_floating(x.dtype())) return out;
-  return record("index_select", out, {x}, [xs = x.shape(), idx, outer, n, inner](const Tensor& g) {
-    // Scatter-add: a repeated index gathers the gradient of every row that read it.
-    Tensor dx = Tensor::zeros(xs, g.dtype());
-    const int64_t m = static_cast<int64_t>(idx.size());
-    visit_dtype(g.dtype(), [&]<class T>() {
-      const T* pg = g.data<T>();
-      T* pd = dx.data<T>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t j = 0; j < m; ++j) {
-          const T* src = pg + (o * m + j) * inner;
-          T* dst = pd + (o * n + idx[j]) * inner;
-          for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
-        }
-    });
-    return std::vector<Tensor>{dx};
+  // The backward is index_add's scatter-add: a repeated index gathers the gradient of every row
+  // that read it.
+  return record("index_select", out, {x}, [xs = x.shape(), axis, index = Tensor::from_vector(idx, {m})](const Tensor& g) {
+    return std::vector<Tensor>{index_add(Tensor::zeros(xs, g.dtype()), axis, index, g)};
   });
 }
 
