@@ -4,12 +4,11 @@
 
 namespace heed::nn {
 
-FeedForward::FeedForward(int64_t d_model, int64_t d_hidden, double p, bool bias, Activation act,
-                         Generator* gen, std::optional<uint64_t> dropout_seed, DropoutOn dropout_on)
-    : act_(act), dropout_on_(dropout_on) {
-  c_fc = register_module("c_fc", std::make_shared<Linear>(d_model, d_hidden, bias, gen));
-  c_proj = register_module("c_proj", std::make_shared<Linear>(d_hidden, d_model, bias, gen));
-  dropout = register_module("dropout", std::make_shared<Dropout>(p, dropout_seed));
+FeedForward::FeedForward(int64_t d_model, int64_t d_hidden, const FeedForwardOptions& o)
+    : act_(o.activation), dropout_on_(o.dropout_on) {
+  c_fc = register_module("c_fc", std::make_shared<Linear>(d_model, d_hidden, o.bias, o.gen));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(d_hidden, d_model, o.bias, o.gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, o.dropout_seed));
 }
 
 Tensor FeedForward::forward(const Tensor& x) {

@@ -28,7 +28,7 @@ GPTBlock::GPTBlock(const GPTConfig& c) {
   opt.dropout = c.dropout;
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(opt));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c.n_embd, 1e-5, true, c.bias));
-  mlp = register_module("mlp", std::make_shared<FeedForward>(c.n_embd, 4 * c.n_embd, c.dropout, c.bias));
+  mlp = register_module("mlp", std::make_shared<FeedForward>(c.n_embd, 4 * c.n_embd, FeedForwardOptions{.dropout = c.dropout, .bias = c.bias}));
 }
 
 Tensor GPTBlock::forward(const Tensor& x) {

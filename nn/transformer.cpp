@@ -30,8 +30,11 @@ static std::shared_ptr<LayerNorm> make_norm(const TransformerLayerOptions& o) {
 
 // ReLU, as the paper and PyTorch's nn.Transformer* layers, and the dropout on the hidden layer.
 static std::shared_ptr<FeedForward> make_ff(const TransformerLayerOptions& o) {
-  return std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, o.activation, nullptr, std::nullopt,
-                                       FeedForward::DropoutOn::hidden);
+  return std::make_shared<FeedForward>(o.d_model, o.d_ff,
+                                       FeedForwardOptions{.dropout = o.dropout,
+                                                          .bias = o.bias,
+                                                          .activation = o.activation,
+                                                          .dropout_on = FeedForwardDropout::hidden});
 }
 
 // ------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nn/nn.h"
@@ -400,7 +401,7 @@ TEST_CASE("GELU(GeluApproximation::tanh) is nn.GELU(approximate='tanh'), gradche
 
 TEST_CASE("FeedForward has nanoGPT's MLP names and matches PyTorch (GELU and ReLU)", "[layers]") {
   for (auto act : {nn::Activation::gelu, nn::Activation::relu}) {
-    nn::FeedForward ff(4, 6, 0.0, true, act);
+    nn::FeedForward ff(4, 6, {.activation = act});
     REQUIRE(names_of(ff.named_parameters()) ==
             std::vector<std::string>{"c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"});
     REQUIRE(ff.c_fc->weight.shape() == Shape{6, 4});
@@ -424,14 +425,20 @@ TEST_CASE("FeedForward has nanoGPT's MLP names and matches PyTorch (GELU and ReL
                       0.392565315, 0.225758895});
     }
   }
-  nn::FeedForward nobias(4, 16, 0.1, false);
+  nn::FeedForward nobias(4, 16, {.dropout = 0.1, .bias = false});
   REQUIRE(names_of(nobias.named_parameters()) == std::vector<std::string>{"c_fc.weight", "c_proj.weight"});
   REQUIRE(nobias.dropout->p() == 0.1);
 }
 
+// The settings are named: the positional (dropout, bias) pair that took (64, 256, true, 0.1) as
+// dropout 1.0 with a bias is gone.
+static_assert(!std::is_constructible_v<nn::FeedForward, int64_t, int64_t, bool, double>);
+static_assert(!std::is_constructible_v<nn::FeedForward, int64_t, int64_t, double, bool>);
+static_assert(std::is_constructible_v<nn::FeedForward, int64_t, int64_t, nn::FeedForwardOptions>);
+
 TEST_CASE("FeedForward gradcheck over input and every parameter (float64)", "[layers]") {
   Generator gen(8);
-  nn::FeedForward ff(4, 8, 0.0, true, nn::Activation::gelu, &gen);
+  nn::FeedForward ff(4, 8, {.gen = &gen});
   ff.to(DType::f64);
   Tensor x = test::randn64({2, 3, 4}, 41);
   std::vector<Tensor> inputs = {x};
@@ -440,7 +447,7 @@ TEST_CASE("FeedForward gradcheck over input and every parameter (float64)", "[la
   require_gradcheck([&](const std::vector<Tensor>& in) { return ff.forward(in[0]); }, inputs);
 
   // With dropout in training mode, reseeded so each evaluation sees the same mask.
-  nn::FeedForward drop(4, 8, 0.25, true, nn::Activation::gelu, &gen, 99);
+  nn::FeedForward drop(4, 8, {.dropout = 0.25, .gen = &gen, .dropout_seed = 99});
   drop.to(DType::f64);
   std::vector<Tensor> inputs2 = {x};
   for (auto& p : drop.parameters()) inputs2.push_back(p);
@@ -466,7 +473,7 @@ TEST_CASE("residual connections around Linear and FeedForward (r + f(x), x + f(x
 
   for (double p : {0.0, 0.25}) {
     INFO("dropout " << p);
-    nn::FeedForward ff(4, 8, p, false, nn::Activation::gelu, &gen, 7);
+    nn::FeedForward ff(4, 8, {.dropout = p, .bias = false, .gen = &gen, .dropout_seed = 7});
     ff.to(DType::f64);
     Tensor fx = test::randn64({2, 3, 4}, 55), fr = test::randn64({2, 3, 4}, 56);
     std::vector<Tensor> inputs = {fx, fr};

@@ -523,7 +523,12 @@ TEST_CASE("EncoderLayer in training drops as PyTorch's: each sublayer output onc
   REQUIRE(dropped > 0.47);  // 16384 draws at p = 0.5: sd 0.004
   REQUIRE(dropped < 0.53);
   // The feed-forward's hidden dropout: its output is no longer cut to exact zeros, but differs from eval's.
-  nn::FeedForward ff(64, 128, 0.5, true, nn::Activation::relu, &gen, 5, nn::FeedForward::DropoutOn::hidden);
+  nn::FeedForward ff(64, 128,
+                     {.dropout = 0.5,
+                      .activation = nn::Activation::relu,
+                      .dropout_on = nn::FeedForwardDropout::hidden,
+                      .gen = &gen,
+                      .dropout_seed = 5});
   ff.train();
   const std::vector<float> train_out = ff.forward(x).to_vector<float>();
   REQUIRE(std::count(train_out.begin(), train_out.end(), 0.0f) < 10);
