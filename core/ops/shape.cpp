@@ -289,7 +289,8 @@ Tensor narrow(const Tensor& a, int64_t axis, int64_t start, int64_t length) {
   const int64_t n = a.size(axis);
   HEED_CHECK(start >= -n && start <= n, "narrow: start ", start, " out of range for axis ", axis, " of size ", n);
   if (start < 0) start += n;
-  HEED_CHECK(length >= 0 && start + length <= n, "narrow: start ", start, " + length ", length,
+  // length against n - start: start + length overflows int64 for a length near INT64_MAX
+  HEED_CHECK(length >= 0 && length <= n - start, "narrow: start ", start, " + length ", length,
              " exceeds axis ", axis, " of size ", n, " in ", to_string(a.shape()));
   return slice(a, axis, start, start + length);
 }

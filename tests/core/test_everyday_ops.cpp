@@ -504,6 +504,9 @@ TEST_CASE("flip, narrow and unbind refuse bad axes and ranges naming themselves"
   REQUIRE_THROWS_WITH(narrow(Tensor::zeros({2, 3}), 1, 2, 2), Contains("narrow") && Contains("exceeds"));
   REQUIRE_THROWS_WITH(narrow(Tensor::zeros({2, 3}), 1, -4, 1), Contains("narrow") && Contains("start -4"));
   REQUIRE_THROWS_WITH(narrow(Tensor::zeros({2, 3}), 1, 0, -1), Contains("narrow"));
+  // start + length would overflow int64 (it wrapped, and slice refused the wrapped range)
+  REQUIRE_THROWS_WITH(narrow(Tensor::zeros({2, 3}), 1, 1, std::numeric_limits<int64_t>::max()),
+                      Contains("narrow") && Contains("exceeds"));
   REQUIRE_THROWS_WITH(unbind(Tensor::zeros({2, 3}), 2), Contains("unbind") && Contains("axis 2"));
   REQUIRE_THROWS_WITH(unbind(Tensor::scalar(1.0)), Contains("unbind") && Contains("0-d"));
 }
