@@ -342,8 +342,13 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
   for (size_t i = 0; i < pads.size() / 2; ++i) {
     const int64_t axis = a.dim() - 1 - static_cast<int64_t>(i);
     const int64_t left = pads[2 * i], right = pads[2 * i + 1], n = x.size(axis);
-    const int64_t crop = std::max<int64_t>(0, -left) + std::max<int64_t>(0, -right);
-    HEED_CHECK(crop <= n && n + left + right >= 0, "pad: pads (", left, ", ", right, ") on axis ", axis,
+    // Checked before any arithmetic on the pads: n + left + right may overflow int64, and -left
+    // does for INT64_MIN.
+    int64_t size = 0;
+    HEED_CHECK(!__builtin_add_overflow(n, left, &size) && !__builtin_add_overflow(size, right, &size), "pad: pads (",
+               left, ", ", right, ") on axis ", axis, " of size ", n, " in ", to_string(a.shape()),
+               ": the padded size overflows int64");
+    HEED_CHECK(left >= -n && right >= -n && size >= 0, "pad: pads (", left, ", ", right, ") on axis ", axis,
                " of size ", n, " in ", to_string(a.shape()), " would leave a negative size");
     x = slice(x, axis, std::max<int64_t>(0, -left), n - std::max<int64_t>(0, -right));
     std::vector<Tensor> parts;

@@ -552,6 +552,13 @@ TEST_CASE("pad refuses an odd or too long list and crops past the size naming it
   REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {1}), Contains("pad") && Contains("pairs"));
   REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {1, 1, 1, 1, 1, 1}), Contains("pad") && Contains("pairs"));
   REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {-2, -2}), Contains("pad") && Contains("negative size"));
+  // pads whose sum with the size overflows int64 (it wrapped negative, and the message said so),
+  // and INT64_MIN, whose negation overflows
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {kMax, 1}), Contains("pad") && Contains("overflows int64"));
+  REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {0, 0, 1, kMax - 1}), Contains("pad") && Contains("overflows int64"));
+  REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {kMin, 1}), Contains("pad") && Contains("negative size"));
+  REQUIRE_THROWS_WITH(pad(Tensor::zeros({2, 3}), {kMin, kMax}), Contains("pad") && Contains("negative size"));
 }
 
 // x.prod(), x.prod(1), x.float().prod(-1, keepdim=True); y = [[1, 2, 0, 4], [0, 3, 0, 2], [1.5, -2, 1, 3]]:
