@@ -3,6 +3,7 @@
 // inputs; argmax, argmin and every integer or bool result carry no gradient.
 #include <algorithm>
 #include <array>
+#include <type_traits>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -179,6 +180,18 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
 
 namespace {
 
+// a + b; an int32 or int64 sum wraps, as torch's scatter_add and index_add do (their C++ sum's
+// overflow is undefined behaviour).
+template <class T>
+T add_wrapping(T a, T b) {
+  if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+
 // out = x with src's elements written (add: added) at the positions index picks, as gather reads
 // them: out[i][index[i][j]] = src[i][j] on axis 1. Elements are written in index's row-major
 // order, so of two writes to one position the last wins, and its src element alone gets the
@@ -200,7 +213,7 @@ Tensor scatter_into(const Tensor& x, int64_t axis, const Tensor& index, const Te
   visit_any_dtype(x.dtype(), [&]<class T>() {
     const T* ps = static_cast<const T*>(src.storage()->data()) + src.offset();
     T* po = out.data<T>();
-    for (size_t e = 0; e < dst.size(); ++e) po[dst[e]] = add ? static_cast<T>(po[dst[e]] + ps[from[e]]) : ps[from[e]];
+    for (size_t e = 0; e < dst.size(); ++e) po[dst[e]] = add ? add_wrapping(po[dst[e]], ps[from[e]]) : ps[from[e]];
   });
   if (!is_floating(x.dtype())) return out;
   std::vector<int64_t> src_dst = element_offsets(is, contiguous_strides(ss), nullptr, axis);

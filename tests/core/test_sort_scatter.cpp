@@ -225,6 +225,21 @@ TEST_CASE("scatter, scatter_add, index_add refuse bad input by name", "[scatter]
   REQUIRE(ints(index_add(Tensor({1, 2}), 0, Tensor({1}), Tensor({5}))) == std::vector<int64_t>{1, 7});
 }
 
+// Their C++ sum overflowed (undefined behaviour: the sanitized build stops at it).
+TEST_CASE("scatter_add and index_add wrap an integer sum past its type's range, as torch's", "[scatter]") {
+  // torch.scatter_add(torch.tensor([2147483647, 5], dtype=torch.int32), 0, torch.tensor([0, 0, 1]),
+  //                   torch.tensor([1, 2147483647, -7], dtype=torch.int32))
+  const Tensor x32 = Tensor({2147483647, 5}).to(DType::i32);
+  const Tensor s32 = Tensor({1, 2147483647, -7}).to(DType::i32);
+  const Tensor out32 = scatter_add(x32, 0, Tensor({0, 0, 1}), s32);
+  REQUIRE(out32.dtype() == DType::i32);
+  REQUIRE(ints(out32) == std::vector<int64_t>{-1, -2});
+  // torch.index_add(torch.tensor([2**63 - 1, -2**63]), 0, torch.tensor([0, 1]), torch.tensor([2, -1]))
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  const Tensor x64 = Tensor::from_vector(std::vector<int64_t>{kMax, kMin}, {2});
+  REQUIRE(ints(index_add(x64, 0, Tensor({0, 1}), Tensor({2, -1}))) == std::vector<int64_t>{kMin + 1, kMax});
+}
+
 TEST_CASE("multinomial draws in proportion to the weights, within a chi-square bound", "[multinomial]") {
   // Unnormalised weights with a zero, as torch.multinomial takes them; 1e5 draws with replacement.
   const std::vector<double> w = {1, 2, 3, 0, 4};
