@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <utility>
 
@@ -16,7 +17,11 @@ LRScheduler::LRScheduler(Optimizer& optimizer, Rule rule) : optimizer_(&optimize
   set_epoch(0);
 }
 
-void LRScheduler::step() { set_epoch(epoch_ + 1); }
+void LRScheduler::step() {
+  HEED_CHECK(epoch_ < std::numeric_limits<int64_t>::max(), "LRScheduler: step past epoch ", epoch_,
+             ", the last an int64 counts");
+  set_epoch(epoch_ + 1);
+}
 
 void LRScheduler::set_epoch(int64_t epoch) {
   HEED_CHECK(epoch >= 0, "LRScheduler: epoch ", epoch, " is negative");

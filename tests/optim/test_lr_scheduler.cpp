@@ -2,6 +2,7 @@
 // groups (lr 0.1 and 0.01) over 25 steps, resuming at an epoch, and the refusals.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/heed.h"
@@ -153,6 +154,11 @@ TEST_CASE("an LR scheduler resumes at an epoch, keeps its base rates and refuses
   REQUIRE_THROWS_WITH(optim::LinearLR(t.opt, 0.0), Contains("start_factor must be in (0, 1], got 0"));
   REQUIRE_THROWS_WITH(optim::LinearLR(t.opt, 0.5, 1.5), Contains("end_factor must be in [0, 1], got 1.5"));
   REQUIRE_THROWS_WITH(again.set_epoch(-1), Contains("epoch -1 is negative"));
+  // A step from the last epoch an int64 counts (epoch + 1 overflowed, and was refused as negative).
+  auto last = optim::StepLR(t.opt, 3);
+  last.set_epoch(std::numeric_limits<int64_t>::max());
+  REQUIRE_THROWS_WITH(last.step(), Contains("LRScheduler: step past epoch 9223372036854775807"));
+  CHECK(last.last_epoch() == std::numeric_limits<int64_t>::max());
   // A rule that gives a rate the optimizer cannot take changes nothing.
   auto bad = optim::LambdaLR(t.opt, [](int64_t e) { return e < 2 ? 1.0 : std::nan(""); });
   bad.step();
