@@ -447,9 +447,17 @@ TEST_CASE("linspace matches PyTorch bit for bit", "[porter][linspace]") {
                             -0x1.f8e38e38e38e4p+1, -0x1.1638e38e38e39p+2, -0x1.3p+2});
 }
 
-TEST_CASE("linspace refuses negative steps and integer dtypes", "[porter][linspace]") {
+TEST_CASE("linspace refuses negative steps, integer dtypes and ends past the dtype's range", "[porter][linspace]") {
   REQUIRE_THROWS_WITH(Tensor::linspace(0, 1, -1), Contains("linspace") && Contains("non-negative"));
   REQUIRE_THROWS_WITH(Tensor::linspace(0, 1, 3, DType::i64), Contains("linspace") && Contains("int64"));
+  // torch.linspace(0, 1e39, 5) refuses ("value cannot be converted to type float without
+  // overflow"); heed gave [nan, inf, nan, nan, nan]. Infinite ends are taken, as torch's
+  // (torch.linspace(inf, 1, 3) is [nan, inf, nan]), and float64 holds 1e39.
+  REQUIRE_THROWS_WITH(Tensor::linspace(0, 1e39, 5), Contains("linspace: 1e+39 does not fit float32"));
+  REQUIRE_THROWS_WITH(Tensor::linspace(-1e39, 0, 5), Contains("linspace: -1e+39 does not fit float32"));
+  const std::vector<double> inf_start = Tensor::linspace(std::numeric_limits<double>::infinity(), 1, 3).to_vector<double>();
+  REQUIRE((std::isnan(inf_start[0]) && std::isinf(inf_start[1]) && std::isnan(inf_start[2])));
+  REQUIRE(Tensor::linspace(0, 1e39, 5, DType::f64).to_vector<double>()[4] == 1e39);
 }
 
 // ------------------------------------------------------------------------------------------ slice with a step
