@@ -503,7 +503,9 @@ static Tensor cross_entropy_any_shape(const Tensor& logits, const Tensor& target
   for (int64_t d = 0; d < logits.dim(); ++d)
     if (d != 1) classes_last.push_back(d);
   classes_last.push_back(1);
-  auto rows = [&](const Tensor& t) { return logits.dim() == 1 ? unsqueeze(t, 0) : reshape(permute(t, classes_last), {-1, C}); };
+  // The row count given, not -1: reshape cannot infer it when C is 0.
+  const int64_t n_rows = numel_of(loss_shape);
+  auto rows = [&](const Tensor& t) { return logits.dim() == 1 ? unsqueeze(t, 0) : reshape(permute(t, classes_last), {n_rows, C}); };
   const Tensor loss = cross_entropy(rows(logits), soft ? rows(targets) : reshape(targets, {-1}), o);
   return o.reduction == CrossEntropyOptions::Reduction::none ? reshape(loss, loss_shape) : loss;
 }

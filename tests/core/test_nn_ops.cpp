@@ -401,6 +401,10 @@ TEST_CASE("cross_entropy refuses mismatched weights, targets and shapes of its o
   REQUIRE_THROWS_WITH(cross_entropy(Tensor::scalar(1.0), Tensor::scalar(0, DType::i64)), Contains("got a scalar"));
   REQUIRE_THROWS_WITH(cross_entropy(Tensor::zeros({2, 3, 5}), Tensor::full({2, 5}, 3, DType::i64)),
                       Contains("target 3 in row 0 is out of range for 3 classes"));
+  // No classes (torch refuses with a size mismatch): the rows were reshaped to (-1, 0), which
+  // reshape refused naming itself.
+  REQUIRE_THROWS_WITH(cross_entropy(Tensor::zeros({2, 0, 5}), Tensor::zeros({2, 5}, DType::i64)),
+                      Contains("cross_entropy: target 0 in row 0 is out of range for 0 classes"));
 }
 
 TEST_CASE("cross_entropy rejects bad targets and shapes, naming row and value", "[nn_ops]") {
