@@ -53,6 +53,9 @@ ValuesIndices ordered(const Tensor& x, int64_t axis, std::optional<int64_t> k, b
   const int64_t n = x1.size(axis);
   HEED_CHECK(!k || (*k >= 0 && *k <= n), op, ": k = ", *k, " out of range for axis ", axis, " of size ", n, " in ",
              to_string(x.shape()));
+  // A 0-d input's results are 0-d too, one element each: k = 0 has no such result (torch 1.13
+  // returns the element anyway).
+  HEED_CHECK(x.dim() > 0 || !k || *k == 1, op, ": k = ", *k, " for a 0-d tensor, whose 0-d result holds one element");
   Tensor indices = ordered_indices(x1, axis, k.value_or(n), descending);
   Tensor values = gather(x1, axis, indices);
   if (x.dim() == 0) return {reshape(values, {}), reshape(indices, {})};

@@ -119,6 +119,9 @@ TEST_CASE("topk: values as torch.topk, and the lowest indices on ties", "[sort]"
   REQUIRE_THROWS_WITH(topk(t, 7), "topk: k = 7 out of range for axis 1 of size 6 in [2, 6]");
   REQUIRE_THROWS_WITH(topk(t, -1, 0), "topk: k = -1 out of range for axis 0 of size 2 in [2, 6]");
   REQUIRE_THROWS_WITH(topk(t, 1, 2), "topk: axis 2 out of range for shape [2, 6]");
+  // k = 0 of a 0-d tensor: its results would be 0-d and empty (reshape refused, naming itself)
+  REQUIRE_THROWS_WITH(topk(Tensor::scalar(1.0), 0), "topk: k = 0 for a 0-d tensor, whose 0-d result holds one element");
+  REQUIRE(topk(Tensor::scalar(1.5), 1).values.item() == 1.5);
 }
 
 TEST_CASE("sort and topk gradients: the values' gradient goes back to where they came from", "[sort]") {
