@@ -341,6 +341,15 @@ TEST_CASE("repeat refuses too few and negative counts", "[porter][repeat]") {
   REQUIRE_THROWS_WITH(x.repeat({2}), Contains("repeat") && Contains("[2]") && Contains("[2, 3]"));
   REQUIRE_THROWS_WITH(repeat(x, {-1, 2}), Contains("repeat") && Contains("negative"));
   REQUIRE_THROWS_WITH(repeat(x, {int64_t{1} << 62, 4}), Contains("repeat") && Contains("overflows"));
+  // An empty tensor: torch.zeros(0, 3).repeat(2**63 - 1, 1) and .repeat(2**62, 2) are (0, 3) and
+  // (0, 6) (heed refused both, naming no op, when the count entered the expanded shape), and the
+  // sizes other than 0 must multiply without overflow, as any shape's (they were checked after
+  // the 0, whose product hid them: the refusal named no op)
+  const Tensor e = Tensor::zeros({0, 3});
+  REQUIRE(repeat(e, {std::numeric_limits<int64_t>::max(), 1}).shape() == Shape{0, 3});
+  REQUIRE(repeat(e, {int64_t{1} << 62, 2}).shape() == Shape{0, 6});
+  REQUIRE_THROWS_WITH(repeat(Tensor::zeros({0, 2, 2}), {1, int64_t{1} << 40, int64_t{1} << 40}),
+                      Contains("repeat") && Contains("overflows"));
 }
 
 // ------------------------------------------------------------------------------------------ index_select
