@@ -306,6 +306,14 @@ std::vector<Tensor> unbind(const Tensor& a, int64_t axis) {
   HEED_CHECK(a.dim() > 0, "unbind: a 0-d tensor has no axis");
   axis = detail::normalize_axis(axis, a.dim(), "unbind", a.shape());
   std::vector<Tensor> out;
+  // Room for every view first: an empty tensor may have an axis of 2^40 (zeros({2^40, 0})), whose
+  // views the loop below would make one by one until memory ran out.
+  try {
+    out.reserve(static_cast<size_t>(a.size(axis)));
+  } catch (const std::exception&) {  // std::bad_alloc, std::length_error
+    detail::fail("unbind: cannot hold ", a.size(axis), " views of ", to_string(a.shape()), " along axis ", axis,
+                 ": the machine does not have that memory");
+  }
   for (int64_t i = 0; i < a.size(axis); ++i) out.push_back(select(a, axis, i));
   return out;
 }

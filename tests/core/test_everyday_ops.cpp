@@ -509,6 +509,10 @@ TEST_CASE("flip, narrow and unbind refuse bad axes and ranges naming themselves"
                       Contains("narrow") && Contains("exceeds"));
   REQUIRE_THROWS_WITH(unbind(Tensor::zeros({2, 3}), 2), Contains("unbind") && Contains("axis 2"));
   REQUIRE_THROWS_WITH(unbind(Tensor::scalar(1.0)), Contains("unbind") && Contains("0-d"));
+  // 2^40 views of an empty tensor, each made before the vector ran out of memory (minutes, then a
+  // std::bad_alloc or the OOM killer): refused at once
+  REQUIRE_THROWS_WITH(unbind(Tensor::zeros({int64_t{1} << 40, 0}), 0), Contains("unbind: cannot hold 1099511627776 views"));
+  REQUIRE_THROWS_WITH(unbind(Tensor::zeros({0, int64_t{1} << 62}), 1), Contains("unbind: cannot hold"));
 }
 
 // ------------------------------------------------------------------------------------------ pad, prod
