@@ -112,7 +112,10 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     masks.bias = m.dtype() == DType::boolean ? additive_mask(m, q.dtype()) : m;
     if (per_head) masks.bias = reshape(masks.bias, {B, nh, Tq, Tk});
   }
-  if (padding_bias.defined()) masks.bias = masks.bias.defined() ? add(masks.bias, padding_bias) : padding_bias;
+  // A float attn_mask of the other float dtype works alone (the kernels read a bias in the scores'
+  // dtype): brought to it here too, where the sum with the padding needs one dtype.
+  if (padding_bias.defined())
+    masks.bias = masks.bias.defined() ? add(masks.bias.to(q.dtype()), padding_bias) : padding_bias;
   AttentionOutput out;
   Tensor weights;
   out.output = unbatched_result(unbatched, run(q, k, v, masks, args.need_weights ? &weights : nullptr));

@@ -542,6 +542,12 @@ TEST_CASE("a float key_padding_mask is added to every head's scores, as PyTorch'
   const Tensor fm = randn64({3, 3}, 7).detach();
   require_values(m.forward(x, x, x, {.key_padding_mask = kpm, .attn_mask = fm}).output, {2, 3, 8},
                  m.forward(x, x, x, {.attn_mask = add(per_head, fm).contiguous()}).output.to_vector<double>(), 1e-14);
+  // A float32 attn_mask, taken alone for float64 inputs, is taken beside the float64 padding too
+  // (the sum was refused: "add: dtypes differ", naming no attention).
+  const Tensor fm32 = fm.to(DType::f32);
+  require_values(m.forward(x, x, x, {.key_padding_mask = kpm, .attn_mask = fm32}).output, {2, 3, 8},
+                 m.forward(x, x, x, {.key_padding_mask = kpm, .attn_mask = fm32.to(DType::f64)}).output.to_vector<double>(),
+                 0);
   // Differentiable w.r.t. the mask (finite values), as an attn_mask is.
   require_gradcheck([&](const std::vector<Tensor>& in) { return m.forward(x, x, x, {.key_padding_mask = in[0]}).output; },
                     {randn64({2, 3}, 8)});
