@@ -5,8 +5,10 @@
 // visit_dtype for the floating-point kernels, visit_any_dtype for those that work on every type.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "core/check.h"
 
@@ -47,6 +49,17 @@ template <>
 constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <>
 constexpr DType dtype_of<bool>() { return DType::boolean; }
+
+/// Refuses, naming `op`, a scalar that a float dtype cannot hold: a finite value past its largest
+/// (1e39 in float32), which would round to inf. torch refuses such a fill value or bound ("value
+/// cannot be converted to type float without overflow"); inf and NaN are taken as given. Integer
+/// dtypes are checked where the value is converted (an out-of-range value is refused there too).
+inline void check_scalar_fits(const char* op, double value, DType d) {
+  if (!is_floating(d) || !std::isfinite(value)) return;
+  const double most = d == DType::f32 ? double(std::numeric_limits<float>::max()) : std::numeric_limits<double>::max();
+  HEED_CHECK(std::fabs(value) <= most, op, ": the value ", value, " cannot be converted to ", dtype_name(d),
+             " without overflow");
+}
 
 /// Calls f.template operator()<T>() with T = float or double, matching `d`; throws heed::Error
 /// for an integer or bool tensor (the floating-point kernels: arithmetic, reductions, matmul...):

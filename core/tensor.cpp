@@ -135,6 +135,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  check_scalar_fits("full", value, dtype);
   Tensor t = empty(shape, dtype);
   t.fill_(value);
   return t;
@@ -229,11 +230,8 @@ Tensor Tensor::eye(int64_t n, int64_t m, DType dtype) {
 Tensor Tensor::linspace(double start, double end, int64_t steps, DType dtype) {
   HEED_CHECK(steps >= 0, "linspace: the number of steps must be non-negative, got ", steps);
   HEED_CHECK(is_floating(dtype), "linspace: dtype must be float32 or float64, got ", dtype_name(dtype));
-  // A finite end past the dtype's range would round to inf (and fill the tensor with NaN and inf):
-  // refused, as torch refuses it ("value cannot be converted to type float without overflow").
-  const double most = dtype == DType::f32 ? double(std::numeric_limits<float>::max()) : std::numeric_limits<double>::max();
-  for (const double v : {start, end})
-    HEED_CHECK(!std::isfinite(v) || std::fabs(v) <= most, "linspace: ", v, " does not fit ", dtype_name(dtype));
+  // A finite end past the dtype's range would round to inf and fill the tensor with NaN and inf.
+  for (const double v : {start, end}) check_scalar_fits("linspace", v, dtype);
   Tensor t = empty({steps}, dtype);
   visit_dtype(dtype, [&]<class T>() {
     // torch's CPU kernel (x86, AVX2 vectors), value for value. Element i counts from the nearer
@@ -459,6 +457,7 @@ void Tensor::copy_(const Tensor& src) {
 }
 
 void Tensor::fill_(double value) {
+  check_scalar_fits("fill_", value, dtype());
   check_in_place_write("fill_", /*shared_elements_ok=*/true);
   increment_version();
   visit_any_dtype(dtype(), [&]<class T>() {

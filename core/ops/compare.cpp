@@ -108,6 +108,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 static Tensor where_scalar(const Tensor& t, double s) {
   HEED_CHECK(is_floating(t.dtype()), "where: a scalar takes the tensor's dtype, which must be float32 or float64, got ",
              dtype_name(t.dtype()));
+  check_scalar_fits("where", s, t.dtype());
   return Tensor::scalar(s, t.dtype());
 }
 
@@ -118,6 +119,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   const Shape shape = broadcast_shapes(a.shape(), mask.shape(), "masked_fill");
   HEED_CHECK(shape == a.shape(), "masked_fill: mask ", to_string(mask.shape()), " does not broadcast to ",
              to_string(a.shape()));
+  check_scalar_fits("masked_fill", value, a.dtype());
   const Tensor fill = Tensor::scalar(value, a.dtype());
   if (is_floating(a.dtype())) return where(mask, fill, a);
   // An integer or bool tensor (torch's labels.masked_fill(pad, -100), for ignore_index): nothing

@@ -431,12 +431,8 @@ Tensor cos(const Tensor& a) {
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
   HEED_CHECK(lo || hi, "clamp: give at least one of the bounds lo and hi");
   HEED_CHECK(!(lo && std::isnan(*lo)) && !(hi && std::isnan(*hi)), "clamp: a bound is NaN");
-  // A finite bound past the dtype's range would round to inf: refused, as torch refuses it.
-  const double most = a.dtype() == DType::f32 ? double(std::numeric_limits<float>::max())
-                                              : std::numeric_limits<double>::max();
   for (const std::optional<double>& bound : {lo, hi})
-    HEED_CHECK(!bound || std::isinf(*bound) || std::fabs(*bound) <= most, "clamp: the bound ", *bound,
-               " does not fit ", dtype_name(a.dtype()));
+    if (bound) check_scalar_fits("clamp", *bound, a.dtype());
   const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
   // The bounds rounded to a's dtype first, as torch's scalars are; written so that a NaN element
   // stays NaN (each comparison with NaN is false), and lo > hi gives hi.

@@ -353,6 +353,7 @@ Tensor flip(const Tensor& a, const std::vector<int64_t>& axes) {
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
   HEED_CHECK(pads.size() % 2 == 0 && static_cast<int64_t>(pads.size()) <= 2 * a.dim(), "pad: ", pads.size(),
              " pads for ", to_string(a.shape()), ": expected (left, right) pairs, at most two per axis");
+  check_scalar_fits("pad", value, a.dtype());
   Tensor x = a;
   for (size_t i = 0; i < pads.size() / 2; ++i) {
     const int64_t axis = a.dim() - 1 - static_cast<int64_t>(i);

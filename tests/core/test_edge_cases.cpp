@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -195,4 +198,28 @@ TEST_CASE("elementwise ops refuse an integer or bool tensor naming the op", "[ed
   // The float forms still run: the porter's line with float masks.
   const Tensor fmask = mask.to(DType::f32);
   REQUIRE((cumsum(fmask, 1) * fmask + 1.0).to_vector<float>() == std::vector<float>{2, 3, 1, 2, 1, 1});
+}
+
+// torch 1.13 refuses each of these ("value cannot be converted to type float without overflow"):
+// torch.full((2,), 1e39), torch.zeros(2).fill_(1e39), x.masked_fill(m, 1e39), F.pad(x, (1, 1),
+// value=1e39), torch.where(m, x, 1e39). heed stored inf. inf itself, and 1e39 in float64, are taken.
+TEST_CASE("a fill value past float32's range is refused, naming the op, where torch refuses it", "[edge]") {
+  const double big = 1e39;
+  const Tensor x = Tensor::zeros({3});
+  const Tensor m = gt(Tensor::from_vector(std::vector<float>{1, 0, 1}, {3}), 0.5);
+  auto refused = [](const char* op) {
+    return Catch::Contains(std::string(op) + ": the value 1e+39 cannot be converted to float32 without overflow");
+  };
+  REQUIRE_THROWS_WITH(Tensor::full({2}, big), refused("full"));
+  REQUIRE_THROWS_WITH(Tensor::zeros({2}).fill_(big), refused("fill_"));
+  REQUIRE_THROWS_WITH(masked_fill(x, m, big), refused("masked_fill"));
+  REQUIRE_THROWS_WITH(pad(x, {1, 1}, big), refused("pad"));
+  REQUIRE_THROWS_WITH(where(m, x, big), refused("where"));
+  REQUIRE_THROWS_WITH(where(m, -big, x), Catch::Contains("where: the value -1e+39 cannot be converted"));
+  const double inf = std::numeric_limits<double>::infinity();
+  REQUIRE(std::isinf(Tensor::full({2}, inf).to_vector<float>()[1]));
+  REQUIRE(std::isinf(masked_fill(x, m, -inf).to_vector<float>()[0]));
+  REQUIRE(std::isnan(pad(x, {1, 0}, std::nan("")).to_vector<float>()[0]));
+  REQUIRE(Tensor::full({2}, big, DType::f64).to_vector<double>()[0] == big);
+  REQUIRE(masked_fill(x.to(DType::f64), m, big).to_vector<double>()[2] == big);
 }
