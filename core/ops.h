@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -347,6 +348,22 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 /// torch.addmm(r, x, w^T)): a residual connection without a separate pass over the output.
 /// r has linear's output shape, (..., out).
 Tensor add_linear(const Tensor& r, const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// ---------------------------------------------------------------- einsum (core/ops/einsum.cpp)
+/// torch.einsum: einsum("ij,jk->ik", {a, b}) is a @ b. The equation names each operand's axes with
+/// letters (a-z and A-Z, distinct letters) and, after "->", the output's; without "->" the output
+/// is every letter used once, upper case first, in alphabetical order ("ij,jk" is "ij,jk->ik"). A
+/// letter not in the output is summed over; repeated in one operand it takes the diagonal ("ii->i",
+/// and "ii", the trace); "i,j->ij" is an outer product. "..." stands for the axes an operand's
+/// letters leave unnamed, lined up from the right and broadcast across operands (as are axes of
+/// size 1 against a letter's size elsewhere); in the implicit output they come first. Spaces are
+/// ignored. Operands are float32 or float64, one dtype; any number of them, contracted left to
+/// right (as torch 1.13), each pair as one batched matmul, so "bij,bjk->bik" and "bhqd,bhkd->bhqk"
+/// run on the GEMM kernels, with transposed views passed as flags (a pair with nothing to sum, or
+/// only dot products, is a broadcast mul and sum). Differentiable through the ops it is made of
+/// (permute, reshape, sum, mul, matmul, a diagonal view). A bad equation throws one heed::Error
+/// line naming einsum and the problem.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 // ---------------------------------------------------------------- nn ops (core/ops/nn_ops.cpp)
 /// Gathers rows: out[..., :] = weight[ids[...], :]. `ids` holds integer ids in any dtype; the
