@@ -298,6 +298,19 @@ Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Ten
 /// torch.index_add: x with alpha * src's slice j along `axis` added to slice index[j]; index 1-D
 /// (int32 or int64), src x's shape with index's length on `axis`; alpha != 1 needs float tensors.
 Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0);
+/// torch.index_put(x, indices, values, accumulate), out of place: x with x[i0, i1, ...] = values
+/// (accumulate: += values), PyTorch's advanced indexing. indices[d] indexes axis d (int64 or int32,
+/// negative counting from the end); they broadcast together to a shape I, and values broadcast to
+/// I + the shape of x's axes past the indexed ones. A bool index (a mask, as `x[mask] = v`) stands
+/// for as many axes as it has dims, which it must match; it picks its true positions in row-major
+/// order (torch's mask.nonzero()). Fewer indices than axes index the leading ones; a skipped axis
+/// (torch's None or `:` before an index) is not supported: permute it behind the indexed ones.
+/// Without accumulate, where positions repeat the last write (row-major over I) wins and its values
+/// element alone gets the gradient there, as scatter's (torch leaves the winner unspecified); with
+/// accumulate repeats add up and each gets the gradient. Differentiable w.r.t. x (zero where
+/// overwritten, unless accumulate) and values (summed back over its broadcast axes). Any dtype;
+/// values must have x's. x.index_put_(...) (core/tensor.h) writes x itself.
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false);
 /// The tensors (all of one shape) joined along a new axis (torch.stack).
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis = 0);
 /// torch.cat: concat under PyTorch's name.

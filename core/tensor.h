@@ -300,6 +300,7 @@ class Tensor {
   Tensor scatter(int64_t axis, const Tensor& index, const Tensor& src) const;
   Tensor scatter_add(int64_t axis, const Tensor& index, const Tensor& src) const;
   Tensor index_add(int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0) const;
+  Tensor index_put(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false) const;
   /// sort, topk: values and indices (a ValuesIndices, core/ops.h), `auto [v, i] = x.sort();`.
   ValuesIndices sort(int64_t axis = -1, bool descending = false) const;
   ValuesIndices topk(int64_t k, int64_t axis = -1, bool largest = true, bool sorted = true) const;
@@ -337,6 +338,10 @@ class Tensor {
   Tensor& div_(const Tensor& other);
   Tensor& div_(double s);
   Tensor& zero_();  ///< fill_(0)
+  /// x[i0, i1, ...] = values (accumulate: +=) in place, torch's x.index_put_ and `x[idx] = v`,
+  /// `x[mask] = v`: the positions, broadcasting, repeats and checks of heed::index_put (core/ops.h),
+  /// written into this tensor (any strides). values may overlap this tensor (read before writing).
+  Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false);
   /// Makes this tensor, every handle and alias of it (they share one TensorImpl), a view of src's
   /// storage with src's shape, strides and offset, without copying (torch.Tensor.set_(source));
   /// drops its gradient. For loading and converting parameters; outside autograd.

@@ -1,6 +1,7 @@
-// Indexing: select (x[i]), gather, index_select, the scatters, argmax, tril / triu. select is a
-// view; gather, index_select, the scatters and tril / triu are differentiable w.r.t. their float
-// inputs; argmax, argmin and every integer or bool result carry no gradient.
+// Indexing: select (x[i]), gather, index_select, the scatters, index_put (and Tensor::index_put_),
+// argmax, tril / triu. select is a view; gather, index_select, the scatters, index_put and tril /
+// triu are differentiable w.r.t. their float inputs; argmax, argmin and every integer or bool
+// result carry no gradient.
 #include <algorithm>
 #include <array>
 #include <type_traits>
@@ -262,6 +263,141 @@ Tensor index_add(const Tensor& x, int64_t axis, const Tensor& index, const Tenso
   along[axis] = index.size(0);
   const Tensor spread = expand(reshape(index, along), src.shape());
   return scatter_into(x, axis, spread, alpha == 1.0 ? src : mul(src, alpha), true, "index_add");
+}
+
+namespace {
+
+// Where index_put writes into a tensor x: for each element e of I, the shape the index tensors
+// broadcast to, the offset `base[e]` (under `strides`) of x[i0[e], i1[e], ...], the first element
+// of the block of x's trailing (unindexed) axes that values' slice e fills; `tail` holds the
+// offsets of that block's elements, row-major.
+struct PutPositions {
+  Shape indexed;  // I + x's trailing axes: the shape values broadcast to
+  std::vector<int64_t> base;
+  std::vector<int64_t> tail;
+};
+
+PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vector<Tensor>& indices,
+                           const Tensor& values, bool accumulate, const char* op) {
+  HEED_CHECK(values.defined(), op, ": values is an undefined tensor");
+  HEED_CHECK(values.dtype() == x.dtype(), op, ": values are ", dtype_name(values.dtype()), " but the tensor is ",
+             dtype_name(x.dtype()));
+  HEED_CHECK(!accumulate || x.dtype() != DType::boolean, op, ": cannot accumulate into a bool tensor");
+  // One int64 index per axis from the front: a bool mask becomes the coordinates of its true
+  // elements, one index per axis it covers.
+  std::vector<Tensor> per_axis;
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const Tensor& ix = indices[j];
+    HEED_CHECK(ix.defined(), op, ": index ", j, " is an undefined tensor (torch's None and ':' are not supported)");
+    const int64_t axis = static_cast<int64_t>(per_axis.size());
+    if (ix.dtype() == DType::boolean) {
+      const int64_t k = ix.dim();
+      HEED_CHECK(k > 0, op, ": index ", j, " is a 0-d bool tensor, which is not supported");
+      HEED_CHECK(axis + k <= x.dim() && Shape(x.shape().begin() + axis, x.shape().begin() + axis + k) == ix.shape(),
+                 op, ": the bool mask ", j, " of shape ", to_string(ix.shape()), " must match the shape ",
+                 to_string(x.shape()), " on the axes from ", axis, " it indexes");
+      const std::vector<int32_t> flags = ix.to_vector<int32_t>();
+      std::vector<std::vector<int64_t>> coords(k);
+      for (int64_t p = 0; p < static_cast<int64_t>(flags.size()); ++p) {
+        if (!flags[p]) continue;
+        for (int64_t d = k - 1, rest = p; d >= 0; --d) {  // unravel p over the mask's shape
+          coords[d].push_back(rest % ix.shape()[d]);
+          rest /= ix.shape()[d];
+        }
+      }
+      for (auto& c : coords) per_axis.push_back(Tensor::from_vector(c, {static_cast<int64_t>(c.size())}));
+    } else {
+      HEED_CHECK(ix.dtype() == DType::i64 || ix.dtype() == DType::i32, op, ": index ", j,
+                 " must be int64, int32 or bool, got ", dtype_name(ix.dtype()));
+      HEED_CHECK(axis < x.dim(), op, ": too many indices (", indices.size(), ") for a tensor of shape ",
+                 to_string(x.shape()));
+      per_axis.push_back(ix);
+    }
+  }
+  PutPositions pos;
+  for (const Tensor& ix : per_axis) pos.indexed = broadcast_shapes(pos.indexed, ix.shape(), op);
+  const int64_t positions = numel_of(pos.indexed), lead = static_cast<int64_t>(per_axis.size());
+  pos.base.assign(static_cast<size_t>(positions), 0);
+  for (int64_t axis = 0; axis < lead; ++axis) {
+    const int64_t n = x.size(axis);
+    const std::vector<int64_t> v = expand(per_axis[axis].detach(), pos.indexed).to_vector<int64_t>();
+    for (int64_t e = 0; e < positions; ++e) {
+      HEED_CHECK(v[e] >= -n && v[e] < n, op, ": index ", v[e], " is out of range for axis ", axis, " of size ", n,
+                 " (shape ", to_string(x.shape()), ")");
+      pos.base[e] += (v[e] < 0 ? v[e] + n : v[e]) * strides[axis];
+    }
+  }
+  const Shape tail_shape(x.shape().begin() + lead, x.shape().end());
+  pos.tail = element_offsets(tail_shape, Shape(strides.begin() + lead, strides.end()), nullptr, 0);
+  pos.indexed.insert(pos.indexed.end(), tail_shape.begin(), tail_shape.end());
+  const Shape& vs = values.shape();
+  bool fits = vs.size() <= pos.indexed.size();
+  for (size_t d = 0; fits && d < vs.size(); ++d) {
+    const int64_t want = pos.indexed[pos.indexed.size() - vs.size() + d];
+    fits = vs[d] == want || vs[d] == 1;
+  }
+  HEED_CHECK(fits, op, ": values of shape ", to_string(vs), " do not broadcast to the indexed shape ",
+             to_string(pos.indexed));
+  return pos;
+}
+
+// dst[base[e] + tail[t]] = (or +=) v[e][t], in row-major order over e (so a repeat's last write
+// wins); v is contiguous, of shape `indexed`.
+void put_blocks(const Tensor& dst, const PutPositions& pos, const Tensor& v, bool accumulate) {
+  visit_any_dtype(dst.dtype(), [&]<class T>() {
+    T* pd = static_cast<T*>(dst.storage()->data()) + dst.offset();
+    const T* pv = v.data<T>();
+    const size_t inner = pos.tail.size();
+    for (size_t e = 0; e < pos.base.size(); ++e)
+      for (size_t t = 0; t < inner; ++t) {
+        T& d = pd[pos.base[e] + pos.tail[t]];
+        d = accumulate ? static_cast<T>(d + pv[e * inner + t]) : pv[e * inner + t];
+      }
+  });
+}
+
+}  // namespace
+
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  const PutPositions pos = put_positions(x, contiguous_strides(x.shape()), indices, values, accumulate, "index_put");
+  const Tensor spread = expand(values, pos.indexed);  // differentiable: sums the gradient back
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  out.copy_(x.detach());
+  put_blocks(out, pos, detail::contiguous_data(spread), accumulate);
+  if (!is_floating(x.dtype())) return out;
+  return record("index_put", out, {x, spread}, [pos, accumulate](const Tensor& g) {
+    const Tensor gc = g.contiguous();
+    Tensor dx = accumulate ? gc : gc.clone();
+    Tensor dv = Tensor::zeros(pos.indexed, g.dtype());
+    visit_dtype(g.dtype(), [&]<class T>() {
+      const T* pg = gc.data<T>();
+      T* px = dx.data<T>();
+      T* pv = dv.data<T>();
+      const size_t inner = pos.tail.size();  // tail[t] == t: out is contiguous
+      std::vector<bool> written(accumulate ? 0 : dx.numel(), false);
+      for (size_t e = pos.base.size(); e-- > 0;)  // last first: a later write hides an earlier one
+        for (size_t t = 0; t < inner; ++t) {
+          const int64_t at = pos.base[e] + pos.tail[t];
+          if (accumulate || !written[at]) pv[e * inner + t] = pg[at];
+          if (!accumulate) written[at] = true;
+        }
+      if (!accumulate)
+        for (size_t e = 0; e < pos.base.size(); ++e)
+          for (size_t t = 0; t < inner; ++t) px[pos.base[e] + pos.tail[t]] = T(0);  // overwritten: x's value is gone
+    });
+    return std::vector<Tensor>{dx, dv};
+  });
+}
+
+Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  check_in_place_write("index_put_");
+  const PutPositions pos = put_positions(*this, strides(), indices, values, accumulate, "index_put_");
+  // values read into a buffer first: they may be a view of this tensor.
+  Tensor v = Tensor::empty(pos.indexed, dtype());
+  v.copy_(heed::expand(values.detach(), pos.indexed));
+  increment_version();
+  put_blocks(*this, pos, v, accumulate);
+  return *this;
 }
 
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {

@@ -111,6 +111,9 @@ Tensor Tensor::scatter_add(int64_t axis, const Tensor& index, const Tensor& src)
 Tensor Tensor::index_add(int64_t axis, const Tensor& index, const Tensor& src, double alpha) const {
   return heed::index_add(*this, axis, index, src, alpha);
 }
+Tensor Tensor::index_put(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) const {
+  return heed::index_put(*this, indices, values, accumulate);
+}
 ValuesIndices Tensor::sort(int64_t axis, bool descending) const { return heed::sort(*this, axis, descending); }
 ValuesIndices Tensor::topk(int64_t k, int64_t axis, bool largest, bool sorted) const {
   return heed::topk(*this, k, axis, largest, sorted);
