@@ -61,8 +61,9 @@ Equation parse(const std::string& eq) {
     const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
     if (letter || c == ' ' || c == '.' || c == ',' || c == '-' || c == '>') continue;
     const bool printable = c > ' ' && c < 127;  // a newline or a control byte would break the line
+    const int byte = static_cast<unsigned char>(c);
     detail::fail("einsum: invalid character ",
-                 printable ? std::string("'") + c + "'" : "(byte " + std::to_string(int(static_cast<unsigned char>(c))) + ")",
+                 printable ? std::string("'") + c + "'" : "(byte " + std::to_string(byte) + ")",
                  " at index ", i, " of the equation: subscripts are letters a-z, A-Z, an ellipsis '...', ',' between ",
                  "operands and one '->'");
   }
@@ -97,9 +98,10 @@ Equation parse(const std::string& eq) {
   return out;
 }
 
-// Operand `t` with the axes of each repeated label merged into one: its diagonal, a view (the
-// stride is the sum of theirs). The backward writes the gradient onto the diagonal of zeros.
-Tensor diagonal(const Tensor& t, const std::vector<int>& labels, std::vector<int>& out_labels, int64_t k) {
+// Operand `t` with the axes of each repeated label (of one size: checked by the caller) merged
+// into one: its diagonal, a view (the stride is the sum of theirs). The backward writes the
+// gradient onto the diagonal of zeros.
+Tensor diagonal_of_repeats(const Tensor& t, const std::vector<int>& labels, std::vector<int>& out_labels) {
   Shape shape, strides;
   out_labels.clear();
   std::vector<size_t> slot(labels.size());
@@ -113,9 +115,6 @@ Tensor diagonal(const Tensor& t, const std::vector<int>& labels, std::vector<int
       continue;
     }
     slot[d] = static_cast<size_t>(it - out_labels.begin());
-    HEED_CHECK(shape[slot[d]] == t.shape()[d], "einsum: ", label_name(labels[d]),
-               " is repeated in operand ", k, " ", to_string(t.shape()), " over axes of different sizes, ",
-               shape[slot[d]], " and ", t.shape()[d]);
     strides[slot[d]] += t.strides()[d];
   }
   if (out_labels.size() == labels.size()) return t;
@@ -232,7 +231,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
   std::vector<Tensor> ts(n);
   for (size_t k = 0; k < n; ++k) {
     std::vector<int> unique;
-    ts[k] = diagonal(operands[k], labels[k], unique, static_cast<int64_t>(k));
+    ts[k] = diagonal_of_repeats(operands[k], labels[k], unique);
     labels[k] = unique;
   }
   auto needed_after = [&](int l, size_t k) {  // by the output or an operand after k
@@ -305,7 +304,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     std::vector<int> lorder = batch, rorder = batch;
     lorder.insert(lorder.end(), left_only.begin(), left_only.end());
     lorder.insert(lorder.end(), summed.begin(), summed.end());
-    const int64_t M = product(result, lr, left_only), K = product(result, lr, summed), N = product(right, rl, right_only);
+    const int64_t M = product(result, lr, left_only), K = product(result, lr, summed);
+    const int64_t N = product(right, rl, right_only);
     if (!summed.empty() && (M > 1 || N > 1)) {
       // left (batch..., M, K) @ right (batch..., K, N).
       rorder.insert(rorder.end(), summed.begin(), summed.end());

@@ -120,6 +120,21 @@ TEST_CASE("einsum ellipsis: broadcast batch axes, implicit output first, summed,
   require_values(einsum("ij->...ij", {x[1]}), {3, 4}, x[1].to_vector<double>(), 0.0);
 }
 
+// torch.einsum("i...i->...i", wave((3, 2, 3), 0.2)) (a diagonal across the ellipsis);
+// torch.einsum("bqhd,bkhd->bhqk", wave((1, 2, 2, 3), 0.3), wave((1, 3, 2, 3), 0.4)) (heads on axis 2,
+// as Hugging Face's layout: both operands permuted views into one matmul).
+TEST_CASE("einsum diagonal across an ellipsis, and attention scores from (B, T, H, D) operands", "[einsum]") {
+  require_values(einsum("i...i->...i", {wave({3, 2, 3}, 0.2)}), {2, 3},
+                 {0.980066577841, -0.938825404274, 0.61911168218, 0.257850032533, -0.7259323042, 0.978689960781}, kTol);
+  const Tensor s = einsum("bqhd,bkhd->bhqk", {wave({1, 2, 2, 3}, 0.3), wave({1, 3, 2, 3}, 0.4)});
+  require_values(s, {1, 2, 2, 3},
+                 {1.6540319105, -2.09732929786, 0.881858469858, -1.85875773984, 2.63166932786, -1.32320559782,
+                  0.416760770814, 0.11757925918, -0.558926387147, 0.356150817209, 1.19088447085, -1.79605464005},
+                 kTol);
+  require_gradcheck(einsum_of("i...i->...i"), {randn64({3, 2, 3}, 61)});
+  require_gradcheck(einsum_of("bqhd,bkhd->bhqk"), {randn64({1, 2, 2, 3}, 62), randn64({1, 3, 2, 3}, 63)});
+}
+
 // torch.einsum("i,j->ij", x[0, 0], wave((3,), 0.6)); torch.einsum("ij->j", x[1]);
 // torch.einsum("ij->", x[1]); torch.einsum("ij,ij->", x[0], x[0]); torch.einsum("ij->ji", x[0]);
 // torch.einsum("->", torch.tensor(2.5, dtype=torch.float64)).
