@@ -9,6 +9,7 @@
 #include "support/helpers.h"
 
 using namespace heed;
+using heed::test::cos_wave;
 using heed::test::randn64;
 using heed::test::require_gradcheck;
 using heed::test::require_values;
@@ -16,17 +17,6 @@ using heed::test::sine_input;
 using heed::test::transposed64;
 
 namespace {
-
-// cos(0.37 i + phase), row-major, float64 (torch:
-// torch.cos(0.37 * torch.arange(n, dtype=torch.float64) + phase).reshape(shape)).
-Tensor wave(const Shape& shape, double phase) {
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double scaled = 0.37 * static_cast<double>(i);  // rounded first, as torch's (no fma)
-    v[i] = std::cos(scaled + phase);
-  }
-  return Tensor::from_vector(v, shape);
-}
 
 constexpr double kTol = 1e-10;
 
@@ -55,31 +45,31 @@ void require_refused(const std::string& eq, const std::vector<Tensor>& operands,
 
 // ------------------------------------------------------------------------------------------ values
 // In the torch calls, x = (3 * torch.sin(0.7 * torch.arange(24, dtype=torch.float64) + 0.3)).reshape(2, 3, 4)
-// (sine_input) and wave(shape, phase) as above.
+// (sine_input) and cos_wave(shape, phase) as above.
 
-// torch.einsum("ij,jk->ik", x[0], wave((4, 2), 0.1)); torch.einsum(" i j , j k ", ...) (the same);
-// torch.einsum("Ab,bc", x[0], wave((4, 2), 0.7)) (implicit: upper case first, "Ac").
+// torch.einsum("ij,jk->ik", x[0], cos_wave((4, 2), 0.1)); torch.einsum(" i j , j k ", ...) (the same);
+// torch.einsum("Ab,bc", x[0], cos_wave((4, 2), 0.7)) (implicit: upper case first, "Ac").
 TEST_CASE("einsum matrix products: explicit, implicit with spaces, upper case letters", "[einsum]") {
-  const Tensor x = sine_input(), w = wave({4, 2}, 0.1);
+  const Tensor x = sine_input(), w = cos_wave({4, 2}, 0.1);
   const std::vector<double> expected{1.15961831029, -1.2429403252, 0.730977793765, 2.93348510643, -2.53710552593, -4.2850500814};
   require_values(einsum("ij,jk->ik", {x[0], w}), {3, 2}, expected, kTol);
   require_values(einsum(" i j , j k ", {x[0], w}), {3, 2}, expected, kTol);
-  require_values(einsum("Ab,bc", {x[0], wave({4, 2}, 0.7)}), {3, 2},
+  require_values(einsum("Ab,bc", {x[0], cos_wave({4, 2}, 0.7)}), {3, 2},
                  {-2.67185447501, -4.64596728789, 4.11963552243, 5.55023007235, -5.09137077428, -5.81313425215}, kTol);
   // Implicit order is upper case, then lower case, each alphabetical: "bA" -> "Ab" is a transpose.
   REQUIRE(einsum("bA", {x[0]}).shape() == Shape{4, 3});
 }
 
-// torch.einsum("bij,bjk->bik", x, wave((2, 4, 3), 0.2));
-// torch.einsum("bhqd,bhkd->bhqk", x.reshape(1, 2, 3, 4), wave((1, 2, 2, 4), 0.3)).
+// torch.einsum("bij,bjk->bik", x, cos_wave((2, 4, 3), 0.2));
+// torch.einsum("bhqd,bhkd->bhqk", x.reshape(1, 2, 3, 4), cos_wave((1, 2, 2, 4), 0.3)).
 TEST_CASE("einsum batched contractions: bmm and attention scores", "[einsum]") {
   const Tensor x = sine_input();
-  require_values(einsum("bij,bjk->bik", {x, wave({2, 4, 3}, 0.2)}), {2, 3, 3},
+  require_values(einsum("bij,bjk->bik", {x, cos_wave({2, 4, 3}, 0.2)}), {2, 3, 3},
                  {-2.58913303738, -3.79275329762, -4.48304219164, 4.30355578589, 4.98224875922, 4.98661773577,
                   -5.52067977418, -5.59601887779, -4.9139630784, -1.31099583458, 0.93554070448, 3.055456198,
                   -0.210453822175, -2.46052072277, -4.37756768636, 1.70758442044, 3.70117448486, 5.19382794575},
                  kTol);
-  require_values(einsum("bhqd,bhkd->bhqk", {reshape(x, {1, 2, 3, 4}), wave({1, 2, 2, 4}, 0.3)}), {1, 2, 3, 2},
+  require_values(einsum("bhqd,bhkd->bhqk", {reshape(x, {1, 2, 3, 4}), cos_wave({1, 2, 2, 4}, 0.3)}), {1, 2, 3, 2},
                  {4.65608942622, -5.94699941482, -3.22846318307, 5.92978707461, 1.42777084802, -5.22735629938,
                   0.173116517292, -3.88948318953, 2.04948812239, 2.53297978116, -4.035263509, -0.883777087016},
                  kTol);
@@ -97,15 +87,15 @@ TEST_CASE("einsum repeated subscripts: diagonal, trace, batched diagonal of slic
                  {0.886560619984, -1.83557367283, 2.55130986189, 1.98890769025, -1.07468784671, 0.0238895513578}, kTol);
 }
 
-// torch.einsum("...ij,...jk->...ik", x, wave((1, 4, 2), 0.4)); torch.einsum("...ij,jk", x, wave((4, 2), 0.5));
+// torch.einsum("...ij,...jk->...ik", x, cos_wave((1, 4, 2), 0.4)); torch.einsum("...ij,jk", x, cos_wave((4, 2), 0.5));
 // torch.einsum("i...", x[0]); torch.einsum("...ij->ij", x); torch.einsum("ij->...ij", x[1]).
 TEST_CASE("einsum ellipsis: broadcast batch axes, implicit output first, summed, absent", "[einsum]") {
   const Tensor x = sine_input();
-  require_values(einsum("...ij,...jk->...ik", {x, wave({1, 4, 2}, 0.4)}), {2, 3, 2},
+  require_values(einsum("...ij,...jk->...ik", {x, cos_wave({1, 4, 2}, 0.4)}), {2, 3, 2},
                  {-0.791467813661, -3.08211173765, 2.53869362858, 4.44017122519, -3.99255989227, -5.28514531188,
                   4.98506462532, 5.51939274788, -5.40151862704, -5.11584499608, 5.19379842255, 4.12113414552},
                  kTol);
-  require_values(einsum("...ij,jk", {x, wave({4, 2}, 0.5)}), {2, 3, 2},
+  require_values(einsum("...ij,jk", {x, cos_wave({4, 2}, 0.5)}), {2, 3, 2},
                  {-1.43469289867, -3.64152379457, 3.09839338627, 4.85998671106, -4.40405803878, -5.51685231445,
                   5.20081036121, 5.53621629063, -5.39658138504, -4.91584102916, 4.96874872724, 3.72741419107},
                  kTol);
@@ -120,13 +110,13 @@ TEST_CASE("einsum ellipsis: broadcast batch axes, implicit output first, summed,
   require_values(einsum("ij->...ij", {x[1]}), {3, 4}, x[1].to_vector<double>(), 0.0);
 }
 
-// torch.einsum("i...i->...i", wave((3, 2, 3), 0.2)) (a diagonal across the ellipsis);
-// torch.einsum("bqhd,bkhd->bhqk", wave((1, 2, 2, 3), 0.3), wave((1, 3, 2, 3), 0.4)) (heads on axis 2,
+// torch.einsum("i...i->...i", cos_wave((3, 2, 3), 0.2)) (a diagonal across the ellipsis);
+// torch.einsum("bqhd,bkhd->bhqk", cos_wave((1, 2, 2, 3), 0.3), cos_wave((1, 3, 2, 3), 0.4)) (heads on axis 2,
 // as Hugging Face's layout: both operands permuted views into one matmul).
 TEST_CASE("einsum diagonal across an ellipsis, and attention scores from (B, T, H, D) operands", "[einsum]") {
-  require_values(einsum("i...i->...i", {wave({3, 2, 3}, 0.2)}), {2, 3},
+  require_values(einsum("i...i->...i", {cos_wave({3, 2, 3}, 0.2)}), {2, 3},
                  {0.980066577841, -0.938825404274, 0.61911168218, 0.257850032533, -0.7259323042, 0.978689960781}, kTol);
-  const Tensor s = einsum("bqhd,bkhd->bhqk", {wave({1, 2, 2, 3}, 0.3), wave({1, 3, 2, 3}, 0.4)});
+  const Tensor s = einsum("bqhd,bkhd->bhqk", {cos_wave({1, 2, 2, 3}, 0.3), cos_wave({1, 3, 2, 3}, 0.4)});
   require_values(s, {1, 2, 2, 3},
                  {1.6540319105, -2.09732929786, 0.881858469858, -1.85875773984, 2.63166932786, -1.32320559782,
                   0.416760770814, 0.11757925918, -0.558926387147, 0.356150817209, 1.19088447085, -1.79605464005},
@@ -135,12 +125,12 @@ TEST_CASE("einsum diagonal across an ellipsis, and attention scores from (B, T, 
   require_gradcheck(einsum_of("bqhd,bkhd->bhqk"), {randn64({1, 2, 2, 3}, 62), randn64({1, 3, 2, 3}, 63)});
 }
 
-// torch.einsum("i,j->ij", x[0, 0], wave((3,), 0.6)); torch.einsum("ij->j", x[1]);
+// torch.einsum("i,j->ij", x[0, 0], cos_wave((3,), 0.6)); torch.einsum("ij->j", x[1]);
 // torch.einsum("ij->", x[1]); torch.einsum("ij,ij->", x[0], x[0]); torch.einsum("ij->ji", x[0]);
 // torch.einsum("->", torch.tensor(2.5, dtype=torch.float64)).
 TEST_CASE("einsum outer product, sums, dot product of a tensor with itself, transpose, scalar", "[einsum]") {
   const Tensor x = sine_input();
-  require_values(einsum("i,j->ij", {x[0][0], wave({3}, 0.6)}), {4, 3},
+  require_values(einsum("i,j->ij", {x[0][0], cos_wave({3}, 0.6)}), {4, 3},
                  {0.731710054449, 0.501172302822, 0.202803231114, 2.08348791803, 1.42704945959, 0.577466551392,
                   2.45536885836, 1.68176295725, 0.680538329388, 1.67245145841, 1.14551705784, 0.463542297367},
                  kTol);
@@ -153,24 +143,24 @@ TEST_CASE("einsum outer product, sums, dot product of a tensor with itself, tran
   require_values(einsum("", {Tensor::scalar(2.5, DType::f64)}), {}, {2.5}, 0.0);
 }
 
-// torch.einsum("ij,jk,kl->il", x[0], wave((4, 2), 0.8), wave((2, 3), 0.9));
+// torch.einsum("ij,jk,kl->il", x[0], cos_wave((4, 2), 0.8), cos_wave((2, 3), 0.9));
 // torch.einsum("i,i,i->", x[0, 0], x[1, 0], x[0, 1]).
 TEST_CASE("einsum of three operands, contracted left to right", "[einsum]") {
   const Tensor x = sine_input();
-  require_values(einsum("ij,jk,kl->il", {x[0], wave({4, 2}, 0.8), wave({2, 3}, 0.9)}), {3, 3},
+  require_values(einsum("ij,jk,kl->il", {x[0], cos_wave({4, 2}, 0.8), cos_wave({2, 3}, 0.9)}), {3, 3},
                  {0.138156802777, 2.71335615636, 4.92131548311, 0.369242103892, -2.85334708168, -5.68974912541,
                   -0.833973121583, 2.66361857573, 5.80070199442},
                  kTol);
   require_values(einsum("i,i,i->", {x[0][0], x[1][0], x[0][1]}), {}, {32.0405747624}, kTol);
 }
 
-// torch.einsum("ij,jk->ik", x[0, :, :1], wave((4, 2), 1.0)) (j: 1 against 4, summed);
-// torch.einsum("bi,bi->bi", x[0, :1, :], wave((3, 4), 1.1)) (b: 1 against 3, kept).
+// torch.einsum("ij,jk->ik", x[0, :, :1], cos_wave((4, 2), 1.0)) (j: 1 against 4, summed);
+// torch.einsum("bi,bi->bi", x[0, :1, :], cos_wave((3, 4), 1.1)) (b: 1 against 3, kept).
 TEST_CASE("einsum broadcasts size-1 axes against a subscript's size elsewhere", "[einsum]") {
   const Tensor x = sine_input();
-  require_values(einsum("ij,jk->ik", {slice(x[0], 1, 0, 1), wave({4, 2}, 1.0)}), {3, 2},
+  require_values(einsum("ij,jk->ik", {slice(x[0], 1, 0, 1), cos_wave({4, 2}, 1.0)}), {3, 2},
                  {-1.25363005822, -1.9264333154, -0.17638986131, -0.271055486502, 1.58602699421, 2.43722238529}, kTol);
-  require_values(einsum("bi,bi->bi", {slice(x[0], 0, 0, 1), wave({3, 4}, 1.1)}), {3, 4},
+  require_values(einsum("bi,bi->bi", {slice(x[0], 0, 0, 1), cos_wave({3, 4}, 1.1)}), {3, 4},
                  {0.402140458633, 0.25402090491, -0.791241048879, -1.20885589665, -0.75039203778, -2.47822175864,
                   -2.92777406126, -1.7292314714, -0.538218988735, -0.703429690187, 0.260308988482, 0.895271443473},
                  kTol);

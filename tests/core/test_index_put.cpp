@@ -9,6 +9,7 @@
 
 using namespace heed;
 using Catch::Contains;
+using heed::test::cos_wave;
 using heed::test::randn64;
 using heed::test::require_gradcheck;
 using heed::test::require_values;
@@ -16,17 +17,6 @@ using heed::test::sine_input;
 using heed::test::transposed64;
 
 namespace {
-
-// cos(0.37 i + phase), row-major, float64 (torch:
-// torch.cos(0.37 * torch.arange(n, dtype=torch.float64) + phase).reshape(shape)).
-Tensor wave(const Shape& shape, double phase) {
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double scaled = 0.37 * static_cast<double>(i);
-    v[i] = std::cos(scaled + phase);
-  }
-  return Tensor::from_vector(v, shape);
-}
 
 Tensor ids(std::vector<int64_t> v) {
   const int64_t n = static_cast<int64_t>(v.size());
@@ -38,21 +28,21 @@ constexpr double kTol = 1e-10;
 }  // namespace
 
 // x = (3 * torch.sin(0.7 * torch.arange(24, dtype=torch.float64) + 0.3)).reshape(2, 3, 4);
-// torch.index_put(x, (torch.tensor([[1], [0]]), torch.tensor([2, 0, -1])), wave((3, 4), 0.1))
+// torch.index_put(x, (torch.tensor([[1], [0]]), torch.tensor([2, 0, -1])), cos_wave((3, 4), 0.1))
 // (indices broadcast to (2, 3), values to (2, 3, 4); (1, 2) and (0, 2) are written twice, the
-// last write is kept); torch.index_put(x[0], (torch.tensor([2, 0]),), wave((1, 4), 0.2)).
+// last write is kept); torch.index_put(x[0], (torch.tensor([2, 0]),), cos_wave((1, 4), 0.2)).
 TEST_CASE("index_put matches PyTorch: broadcast indices and values, trailing axes, negative indices",
           "[index_put]") {
   const Tensor x = sine_input();
   const Tensor i0 = Tensor::from_vector(std::vector<int64_t>{1, 0}, {2, 1});
-  require_values(index_put(x, {i0, ids({2, 0, -1})}, wave({3, 4}, 0.1)), {2, 3, 4},
+  require_values(index_put(x, {i0, ids({2, 0, -1})}, cos_wave({3, 4}, 0.1)), {2, 3, 4},
                  {-0.00920354326881, -0.370180831351, -0.681055880507, -0.899753211214, 0.1247419873, -1.83557367283,
                   -2.932590353, -2.65036396716, -0.996673165716, -0.958698082844, -0.790967711914, -0.516183571775,
                   -0.00920354326881, -0.370180831351, -0.681055880507, -0.899753211214, -2.62635652407,
                   -1.07468784671, 0.982423317413, 2.57748544457, -0.996673165716, -0.958698082844, -0.790967711914,
                   -0.516183571775},
                  kTol);
-  require_values(x[0].index_put({ids({2, 0})}, wave({1, 4}, 0.2)), {3, 4},
+  require_values(x[0].index_put({ids({2, 0})}, cos_wave({1, 4}, 0.2)), {3, 4},
                  {0.980066577841, 0.841900975162, 0.589788025031, 0.257850032533, 0.1247419873, -1.83557367283,
                   -2.932590353, -2.65036396716, 0.980066577841, 0.841900975162, 0.589788025031, 0.257850032533},
                  kTol);
@@ -61,8 +51,8 @@ TEST_CASE("index_put matches PyTorch: broadcast indices and values, trailing axe
   require_values(index_put(x[0], {}, Tensor::scalar(1.0, DType::f64), true), {3, 4}, (x[0] + 1.0).to_vector<double>(), 0.0);
   // int32 indices too (torch 1.13 takes only int64 ones), and x itself is unchanged.
   const Tensor i32 = Tensor::from_vector(std::vector<int32_t>{2, 0}, {2});
-  REQUIRE(index_put(x[0], {i32}, wave({1, 4}, 0.2)).to_vector<double>() ==
-          index_put(x[0], {ids({2, 0})}, wave({1, 4}, 0.2)).to_vector<double>());
+  REQUIRE(index_put(x[0], {i32}, cos_wave({1, 4}, 0.2)).to_vector<double>() ==
+          index_put(x[0], {ids({2, 0})}, cos_wave({1, 4}, 0.2)).to_vector<double>());
   REQUIRE(x.to_vector<double>() == sine_input().to_vector<double>());
 }
 
@@ -81,7 +71,7 @@ TEST_CASE("index_put with accumulate adds repeated positions up", "[index_put]")
 }
 
 // m = x[0] > 1.0; torch.index_put(x[0], (m,), torch.tensor(-7.0)) (x[0][m] = -7);
-// torch.index_put(x, (torch.tensor([True, False]),), wave((3, 4), 0.3)) (a mask over axis 0 only).
+// torch.index_put(x, (torch.tensor([True, False]),), cos_wave((3, 4), 0.3)) (a mask over axis 0 only).
 TEST_CASE("index_put with a bool mask, as torch x(mask) = v", "[index_put]") {
   const Tensor x = sine_input();
   const Tensor m = x[0] > 1.0;
@@ -89,7 +79,7 @@ TEST_CASE("index_put with a bool mask, as torch x(mask) = v", "[index_put]") {
                  {0.886560619984, -7, -7, -7, 0.1247419873, -1.83557367283, -2.932590353, -2.65036396716,
                   -1.12162999449, 0.93462409054, -7, -7},
                  kTol);
-  require_values(index_put(x, {Tensor({true, false})}, wave({3, 4}, 0.3)), {2, 3, 4},
+  require_values(index_put(x, {Tensor({true, false})}, cos_wave({3, 4}, 0.3)), {2, 3, 4},
                  {0.955336489126, 0.783821665881, 0.506220257233, 0.160104311555, -0.207681001609, -0.54735766548,
                   -0.8129520371, -0.968517164228, -0.992998036698, -0.883081283265, -0.653643620864, -0.335738360759,
                   1.98890769025, 0.0743262763601, -1.87521194668, -2.9428086902, -2.62635652407, -1.07468784671,
@@ -109,10 +99,10 @@ TEST_CASE("index_put with a bool mask, as torch x(mask) = v", "[index_put]") {
 }
 
 // xx = x[0].clone().requires_grad_(); v = torch.tensor([10., 20., 30.], requires_grad=True);
-// (torch.index_put(xx, (torch.tensor([1, 1, 2]), torch.tensor([3, 3, 0])), v, accumulate=True) * wave((3, 4), 0.4)).sum().backward()
+// (torch.index_put(xx, (torch.tensor([1, 1, 2]), torch.tensor([3, 3, 0])), v, accumulate=True) * cos_wave((3, 4), 0.4)).sum().backward()
 // and the same without accumulate at positions (1, 3), (0, 3), (2, 0).
 TEST_CASE("index_put gradients match PyTorch with and without accumulate", "[index_put]") {
-  const Tensor w = wave({3, 4}, 0.4);
+  const Tensor w = cos_wave({3, 4}, 0.4);
   {
     Tensor xx = sine_input()[0].detach().requires_grad_();
     Tensor v = Tensor::from_vector({10.0, 20.0, 30.0}, {3}, DType::f64).requires_grad_();

@@ -34,6 +34,17 @@ inline Tensor sine_input(DType dtype = DType::f64) {
   return Tensor::from_vector(v, {2, 3, 4}).to(dtype);
 }
 
+/// cos(0.37 i + phase), row-major, float64, of any shape (torch:
+/// torch.cos(0.37 * torch.arange(n, dtype=torch.float64) + phase).reshape(shape)).
+inline Tensor cos_wave(const Shape& shape, double phase) {
+  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double scaled = 0.37 * static_cast<double>(i);  // rounded first, as torch's (no fma)
+    v[i] = std::cos(scaled + phase);
+  }
+  return Tensor::from_vector(v, shape);
+}
+
 /// A (2, 3, 4) float64 leaf whose strides are not contiguous: the transpose of a (4, 3, 2) one.
 inline Tensor transposed64(uint64_t seed) {
   Tensor x = transpose(randn64({4, 3, 2}, seed).detach(), 0, 2).detach().requires_grad_();
