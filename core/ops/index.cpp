@@ -351,7 +351,7 @@ void put_blocks(const Tensor& dst, const PutPositions& pos, const Tensor& v, boo
     for (size_t e = 0; e < pos.base.size(); ++e)
       for (size_t t = 0; t < inner; ++t) {
         T& d = pd[pos.base[e] + pos.tail[t]];
-        d = accumulate ? static_cast<T>(d + pv[e * inner + t]) : pv[e * inner + t];
+        d = accumulate ? add_wrapping(d, pv[e * inner + t]) : pv[e * inner + t];
       }
   });
 }

@@ -2,6 +2,7 @@
 // Values and gradients against PyTorch 1.13, float64 gradchecks (repeats with and without
 // accumulate, broadcast values, a transposed input), the in-place form's checks, and the refusals.
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,17 @@ TEST_CASE("index_put with accumulate adds repeated positions up", "[index_put]")
   // Integer tensors too (no gradient).
   const Tensor counts = index_put(Tensor::zeros({4}, DType::i64), {ids({1, 3, 1})}, Tensor({1}), true);
   REQUIRE(counts.to_vector<int64_t>() == std::vector<int64_t>{0, 2, 0, 1});
+  // An integer sum past its type's range wraps, as torch's (the C++ sum's overflow was undefined
+  // behaviour: the sanitized build stops at it): torch.tensor([2**63 - 1, 5]).index_put(
+  // (torch.tensor([0, 0, 1]),), torch.tensor([1, 1, 2]), accumulate=True) is [-2**63 + 1, 7], and
+  // the same in int32 from 2**31 - 1 is [-2**31 + 1, 7].
+  const Tensor big64 = Tensor::from_vector(std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 5}, {2});
+  REQUIRE(index_put(big64, {ids({0, 0, 1})}, Tensor({1, 1, 2}), true).to_vector<int64_t>() ==
+          std::vector<int64_t>{std::numeric_limits<int64_t>::min() + 1, 7});
+  const Tensor big32 = Tensor({2147483647, 5}).to(DType::i32);
+  Tensor put32 = big32.clone();
+  put32.index_put_({ids({0, 0, 1})}, Tensor({1, 1, 2}).to(DType::i32), true);
+  REQUIRE(put32.to_vector<int64_t>() == std::vector<int64_t>{-2147483647, 7});
 }
 
 // m = x[0] > 1.0; torch.index_put(x[0], (m,), torch.tensor(-7.0)) (x[0][m] = -7);
