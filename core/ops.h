@@ -338,7 +338,9 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest =
 /// torch.multinomial: num_samples int64 category indices per row of probs (1-D (n) or 2-D
 /// (rows, n); float, non-negative, finite, any positive sum), with or without replacement
 /// (without: at most as many as the non-zero probabilities; torch then draws zeros too), drawn from
-/// `gen` (none: the default generator). Each draw walks the row once: O(n) a draw.
+/// `gen` (none: the default generator). With replacement, and any single draw: one uniform a
+/// draw, a binary search of the row's running sums. Several without replacement: one uniform a
+/// non-zero weight (the exponential race, as torch's), O(n log num_samples) a row.
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false, Generator* gen = nullptr);
 
 // ---------------------------------------------------------------- whole-tensor reductions (core/ops/index.cpp)
