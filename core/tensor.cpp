@@ -142,7 +142,11 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
 }
 Tensor Tensor::zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
 Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+// Rounded to float32 first, as torch.tensor(1e39) is inf: full and fill_ refuse a value float32
+// cannot hold, but a comparison's scalar (x < 1e39), a sum's and a loss's result are made here.
+Tensor Tensor::scalar(double value, DType dtype) {
+  return full({}, dtype == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value, dtype);
+}
 
 template <class T>
 static Tensor from_values(const std::vector<T>& values, const Shape& shape) {

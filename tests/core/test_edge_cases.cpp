@@ -223,3 +223,21 @@ TEST_CASE("a fill value past float32's range is refused, naming the op, where to
   REQUIRE(Tensor::full({2}, big, DType::f64).to_vector<double>()[0] == big);
   REQUIRE(masked_fill(x.to(DType::f64), m, big).to_vector<double>()[2] == big);
 }
+
+// Where torch rounds a scalar past float32's range to inf instead (torch 1.13):
+// torch.ones(2) < 1e39 and torch.ones(2) > -1e39 are [True, True], torch.tensor(1e39) is inf,
+// torch.full((1, 1), 3e38).expand(2, 1).sum() is inf, and F.cross_entropy(torch.tensor([[3e38,
+// -3e38]]), torch.tensor([1])) is inf. These make their scalar with Tensor::scalar, which full's
+// refusal of 1e39 had reached: each threw "full: the value ... cannot be converted".
+TEST_CASE("a comparison or sum or loss past float32's range rounds to inf as torch does and is not refused",
+          "[edge]") {
+  const Tensor ones = Tensor::ones({2});
+  REQUIRE(lt(ones, 1e39).to_vector<int32_t>() == std::vector<int32_t>{1, 1});
+  REQUIRE(gt(ones, -1e39).to_vector<int32_t>() == std::vector<int32_t>{1, 1});
+  REQUIRE(eq(ones, 1e39).to_vector<int32_t>() == std::vector<int32_t>{0, 0});
+  REQUIRE(std::isinf(Tensor::scalar(1e39).item()));
+  REQUIRE(std::isinf(sum(expand(Tensor::full({1, 1}, 3e38), {2, 1})).item()));
+  const Tensor logits = Tensor::from_vector(std::vector<float>{3e38f, -3e38f}, {1, 2});
+  REQUIRE(std::isinf(cross_entropy(logits, Tensor::from_vector(std::vector<int64_t>{1}, {1})).item()));
+  REQUIRE(Tensor::scalar(1e39, DType::f64).item() == 1e39);
+}
