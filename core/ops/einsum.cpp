@@ -297,7 +297,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     for (int l : batch) {
       ls.push_back(size_in(result, lr, l));
       rs.push_back(size_in(right, rl, l));
-      out_shape.push_back(std::max(ls.back(), rs.back()));
+      out_shape.push_back(ls.back() == 1 ? rs.back() : ls.back());  // 1 against 0 is 0, not max's 1
     }
     for (int l : left_only) out_shape.push_back(size_in(result, lr, l));
     for (int l : right_only) out_shape.push_back(size_in(right, rl, l));

@@ -180,6 +180,20 @@ TEST_CASE("einsum with empty axes: sums over nothing are zero", "[einsum]") {
   REQUIRE(einsum("bij,bjk->bik", {Tensor::ones({0, 2, 3}), Tensor::ones({0, 3, 4})}).shape() == Shape{0, 2, 4});
 }
 
+// torch.einsum("bij,bjk->bik", torch.ones(1, 2, 3), torch.ones(0, 3, 2)) is zeros (0, 2, 2), as
+// is the same with the operands' batch sizes swapped: b of size 1 broadcasts against 0 (heed took
+// max(1, 0) = 1, and reshape refused the matmul's empty result).
+TEST_CASE("einsum broadcasts a batch subscript of size 1 against size 0 to an empty result", "[einsum]") {
+  Tensor a = Tensor::ones({1, 2, 3}).requires_grad_();
+  const Tensor p = einsum("bij,bjk->bik", {a, Tensor::ones({0, 3, 2})});
+  REQUIRE(p.shape() == Shape{0, 2, 2});
+  sum(p).backward();
+  require_values(a.grad(), {1, 2, 3}, std::vector<double>(6, 0.0), 0.0);
+  REQUIRE(einsum("bij,bjk->bik", {Tensor::ones({0, 2, 3}), Tensor::ones({1, 3, 2})}).shape() == Shape{0, 2, 2});
+  REQUIRE(einsum("bij,bjk,bkl->bil", {Tensor::ones({1, 2, 3}), Tensor::ones({1, 3, 2}), Tensor::ones({0, 2, 2})})
+              .shape() == Shape{0, 2, 2});
+}
+
 TEST_CASE("einsum in float32 gives float32, close to the float64 values", "[einsum]") {
   const Tensor x = sine_input(DType::f32);
   const Tensor y = einsum("bij,bkj->bik", {x, x});
