@@ -4,6 +4,9 @@
 // result carry no gradient.
 #include <algorithm>
 #include <array>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "core/autograd.h"
@@ -277,8 +280,8 @@ struct PutPositions {
   std::vector<int64_t> tail;
 };
 
-PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vector<Tensor>& indices,
-                           const Tensor& values, bool accumulate, const char* op) {
+PutPositions positions_of(const Tensor& x, const Shape& strides, const std::vector<Tensor>& indices,
+                          const Tensor& values, bool accumulate, const char* op) {
   HEED_CHECK(values.defined(), op, ": values is an undefined tensor");
   HEED_CHECK(values.dtype() == x.dtype(), op, ": values are ", dtype_name(values.dtype()), " but the tensor is ",
              dtype_name(x.dtype()));
@@ -316,7 +319,17 @@ PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vec
   }
   PutPositions pos;
   for (const Tensor& ix : per_axis) pos.indexed = broadcast_shapes(pos.indexed, ix.shape(), op);
-  const int64_t positions = numel_of(pos.indexed), lead = static_cast<int64_t>(per_axis.size());
+  const int64_t lead = static_cast<int64_t>(per_axis.size());
+  const Shape tail_shape(x.shape().begin() + lead, x.shape().end());
+  // I + the tail (values' shape) checked as numel_of checks a shape, but naming the op.
+  Shape whole = pos.indexed;
+  whole.insert(whole.end(), tail_shape.begin(), tail_shape.end());
+  int64_t count = 1;
+  for (int64_t d : whole)
+    HEED_CHECK(d == 0 || !__builtin_mul_overflow(count, d, &count), op, ": indices broadcast to ",
+               to_string(pos.indexed), ", with the axes of ", to_string(x.shape()),
+               " past them, index more elements than int64 counts");
+  const int64_t positions = numel_of(pos.indexed);
   pos.base.assign(static_cast<size_t>(positions), 0);
   for (int64_t axis = 0; axis < lead; ++axis) {
     const int64_t n = x.size(axis);
@@ -327,7 +340,6 @@ PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vec
       pos.base[e] += (v[e] < 0 ? v[e] + n : v[e]) * strides[axis];
     }
   }
-  const Shape tail_shape(x.shape().begin() + lead, x.shape().end());
   pos.tail = element_offsets(tail_shape, Shape(strides.begin() + lead, strides.end()), nullptr, 0);
   pos.indexed.insert(pos.indexed.end(), tail_shape.begin(), tail_shape.end());
   const Shape& vs = values.shape();
@@ -339,6 +351,21 @@ PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vec
   HEED_CHECK(fits, op, ": values of shape ", to_string(vs), " do not broadcast to the indexed shape ",
              to_string(pos.indexed));
   return pos;
+}
+
+// positions_of, with the memory its offsets need refused naming the op: indices broadcast (or
+// expanded) to more positions than the machine holds threw a bare std::bad_alloc.
+PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vector<Tensor>& indices,
+                           const Tensor& values, bool accumulate, const char* op) {
+  try {
+    return positions_of(x, strides, indices, values, accumulate, op);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  std::string shapes;
+  for (const Tensor& ix : indices) shapes += (shapes.empty() ? "" : ", ") + to_string(ix.shape());
+  detail::fail(op, ": the positions that indices of shapes ", shapes, " pick in ", to_string(x.shape()),
+               " need more memory than the machine has");
 }
 
 // dst[base[e] + tail[t]] = (or +=) v[e][t], in row-major order over e (so a repeat's last write

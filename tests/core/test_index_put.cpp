@@ -231,3 +231,19 @@ TEST_CASE("index_put refuses bad indices and values, naming itself", "[index_put
   REQUIRE_THROWS_WITH(index_put(Tensor::zeros({2}, DType::boolean), {ids({0})}, Tensor({true}), true),
                       Contains("index_put: cannot accumulate into a bool tensor"));
 }
+
+// Index tensors expanded (stride 0) to (2^25, 1) and (1, 2^25) pick 2^50 positions, whose offsets
+// (8 PB) no machine holds: a bare std::bad_alloc escaped. (2^40, 1) and (1, 2^40) broadcast past
+// int64: refused by numel_of, naming no op.
+TEST_CASE("index_put refuses indices broadcast past memory or int64, naming itself", "[index_put]") {
+  const Tensor zero = Tensor::from_vector(std::vector<int64_t>{0}, {1, 1});
+  const Tensor one = Tensor::scalar(1.0, DType::f64);
+  for (int64_t n : {int64_t{1} << 25, int64_t{1} << 40}) {
+    INFO("n = " << n);
+    const std::vector<Tensor> idx{expand(zero, {n, 1}), expand(zero, {1, n})};
+    const std::string why = n < (int64_t{1} << 32) ? "need more memory than the machine has" : "more elements than int64";
+    Tensor x = Tensor::zeros({2, 3}, DType::f64);
+    REQUIRE_THROWS_WITH(index_put(x, idx, one), Contains("index_put: ") && Contains(why));
+    REQUIRE_THROWS_WITH(x.index_put_(idx, one), Contains("index_put_: ") && Contains(why));
+  }
+}
