@@ -369,6 +369,11 @@ CpuInfo capped_cpu_info(CpuInfo info, CpuIsaCap cap) {
   return info;
 }
 
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_bytes > 0 ? uint64_t(pages) * uint64_t(page_bytes) : 0;
+}
+
 const CpuInfo& cpu_info() {
   static const CpuInfo info = detect();
   return info;

@@ -62,6 +62,10 @@ struct CpuInfo {
   int64_t l3_per_core() const;
 };
 
+/// The machine's physical memory in bytes (sysconf: pages times page size), or 0 where the system
+/// does not say.
+uint64_t physical_memory_bytes();
+
 /// The processor heed runs on; detected on the first call (microseconds), then cached, and capped
 /// by HEED_MAX_CPU_ISA (below). Throws heed::Error when that variable's value is not one it knows.
 const CpuInfo& cpu_info();

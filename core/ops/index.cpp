@@ -4,8 +4,6 @@
 // result carry no gradient.
 #include <algorithm>
 #include <array>
-#include <new>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -280,8 +278,8 @@ struct PutPositions {
   std::vector<int64_t> tail;
 };
 
-PutPositions positions_of(const Tensor& x, const Shape& strides, const std::vector<Tensor>& indices,
-                          const Tensor& values, bool accumulate, const char* op) {
+PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vector<Tensor>& indices,
+                           const Tensor& values, bool accumulate, const char* op) {
   HEED_CHECK(values.defined(), op, ": values is an undefined tensor");
   HEED_CHECK(values.dtype() == x.dtype(), op, ": values are ", dtype_name(values.dtype()), " but the tensor is ",
              dtype_name(x.dtype()));
@@ -330,6 +328,11 @@ PutPositions positions_of(const Tensor& x, const Shape& strides, const std::vect
                to_string(pos.indexed), ", with the axes of ", to_string(x.shape()),
                " past them, index more elements than int64 counts");
   const int64_t positions = numel_of(pos.indexed);
+  // Each position's offset, and each index expanded to read it: indices expanded (stride 0) to
+  // (2^25, 1) and (1, 2^25) pick 2^50 positions, whose offsets no machine holds.
+  detail::check_fits_memory(double(positions) * 2 * sizeof(int64_t), op,
+                            "the offsets of the " + std::to_string(positions) + " positions indices broadcast to " +
+                                to_string(pos.indexed) + " pick in " + to_string(x.shape()));
   pos.base.assign(static_cast<size_t>(positions), 0);
   for (int64_t axis = 0; axis < lead; ++axis) {
     const int64_t n = x.size(axis);
@@ -351,21 +354,6 @@ PutPositions positions_of(const Tensor& x, const Shape& strides, const std::vect
   HEED_CHECK(fits, op, ": values of shape ", to_string(vs), " do not broadcast to the indexed shape ",
              to_string(pos.indexed));
   return pos;
-}
-
-// positions_of, with the memory its offsets need refused naming the op: indices broadcast (or
-// expanded) to more positions than the machine holds threw a bare std::bad_alloc.
-PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vector<Tensor>& indices,
-                           const Tensor& values, bool accumulate, const char* op) {
-  try {
-    return positions_of(x, strides, indices, values, accumulate, op);
-  } catch (const std::bad_alloc&) {
-  } catch (const std::length_error&) {
-  }
-  std::string shapes;
-  for (const Tensor& ix : indices) shapes += (shapes.empty() ? "" : ", ") + to_string(ix.shape());
-  detail::fail(op, ": the positions that indices of shapes ", shapes, " pick in ", to_string(x.shape()),
-               " need more memory than the machine has");
 }
 
 // dst[base[e] + tail[t]] = (or +=) v[e][t], in row-major order over e (so a repeat's last write

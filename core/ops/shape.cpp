@@ -1,11 +1,8 @@
 // Shape ops: views that re-describe the same storage (view, and reshape wherever the strides
 // allow; transpose, permute, slice, expand, squeeze, flatten) and the copies that cannot be views (concat,
 // repeat).
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -310,12 +307,10 @@ std::vector<Tensor> unbind(const Tensor& a, int64_t axis) {
   axis = detail::normalize_axis(axis, a.dim(), "unbind", a.shape());
   std::vector<Tensor> out;
   // An empty tensor may have an axis of 2^40 (zeros({2^40, 0})), whose views the loop below would
-  // make one by one until memory ran out: refused when their handles alone pass the machine's
-  // memory (asked of the system, not by allocating: a sanitizer aborts on a huge request).
-  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGE_SIZE);
-  const double machine = pages > 0 && page_bytes > 0 ? double(pages) * double(page_bytes) : INFINITY;
-  HEED_CHECK(double(a.size(axis)) * double(sizeof(Tensor)) <= machine, "unbind: cannot hold ", a.size(axis),
-             " views of ", to_string(a.shape()), " along axis ", axis, ": the machine has ", machine, " bytes");
+  // make one by one until memory ran out: refused when their handles alone pass the machine's.
+  detail::check_fits_memory(double(a.size(axis)) * double(sizeof(Tensor)), "unbind",
+                            std::to_string(a.size(axis)) + " views of " + to_string(a.shape()) + " along axis " +
+                                std::to_string(axis));
   out.reserve(static_cast<size_t>(a.size(axis)));
   for (int64_t i = 0; i < a.size(axis); ++i) out.push_back(select(a, axis, i));
   return out;

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/tensor.h"
 
 namespace heed::detail {
@@ -17,6 +19,15 @@ inline Tensor contiguous_data(const Tensor& a) { return a.is_contiguous() ? a : 
 inline void check_floating(const Tensor& t, const char* op) {
   HEED_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 tensor, got ", dtype_name(t.dtype()), " ",
              to_string(t.shape()), " (convert with .to(DType::f32))");
+}
+
+/// Refuses, naming `op`, working memory of `bytes` (for `what`) past the machine's physical memory.
+/// Asked of the system, never found out by trying: a sanitizer aborts on a huge request before any
+/// std::bad_alloc, and Linux may grant one and kill the process when it is touched.
+inline void check_fits_memory(double bytes, const char* op, const std::string& what) {
+  const uint64_t machine = physical_memory_bytes();
+  HEED_CHECK(machine == 0 || bytes <= double(machine), op, ": ", what, " need ", bytes, " bytes, more than the ",
+             machine, " bytes of this machine's memory");
 }
 
 /// Axis `axis` normalised into [0, ndim); throws naming `op` and the shape when out of range.

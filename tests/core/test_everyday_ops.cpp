@@ -511,8 +511,8 @@ TEST_CASE("flip, narrow and unbind refuse bad axes and ranges naming themselves"
   REQUIRE_THROWS_WITH(unbind(Tensor::scalar(1.0)), Contains("unbind") && Contains("0-d"));
   // 2^40 views of an empty tensor, each made before the vector ran out of memory (minutes, then a
   // std::bad_alloc or the OOM killer): refused at once
-  REQUIRE_THROWS_WITH(unbind(Tensor::zeros({int64_t{1} << 40, 0}), 0), Contains("unbind: cannot hold 1099511627776 views"));
-  REQUIRE_THROWS_WITH(unbind(Tensor::zeros({0, int64_t{1} << 62}), 1), Contains("unbind: cannot hold"));
+  REQUIRE_THROWS_WITH(unbind(Tensor::zeros({int64_t{1} << 40, 0}), 0), Contains("unbind: 1099511627776 views of [1099511627776, 0] along axis 0 need") && Contains("machine's memory"));
+  REQUIRE_THROWS_WITH(unbind(Tensor::zeros({0, int64_t{1} << 62}), 1), Contains("unbind: ") && Contains("machine's memory"));
 }
 
 // ------------------------------------------------------------------------------------------ pad, prod
