@@ -111,8 +111,11 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::f32);  ///< uninitialised
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
+  /// Every element `value`; a finite value the dtype cannot hold (1e39 in float32) is refused, as
+  /// torch.full refuses it.
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
-  static Tensor scalar(double value, DType dtype = DType::f32);  ///< shape []
+  /// Shape []. A value past float32's range becomes inf, as torch.tensor(1e39) does.
+  static Tensor scalar(double value, DType dtype = DType::f32);
   /// Copies `values` (row-major) into a new tensor; throws if the count does not match `shape`.
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape);

@@ -38,11 +38,14 @@ void draw_with_replacement(const double* w, int64_t n, int64_t samples, Generato
 // index order), and the draws are the `samples` largest keys, largest first, ties to the lower
 // index. That is the law of drawing one at a time from what is left, in O(n log samples) where
 // redrawing from the rest costs O(n) a draw (10^6 draws from 10^6 weights: half an hour).
-void draw_without_replacement(const double* w, int64_t n, int64_t samples, Generator& gen, int64_t* out) {
+void draw_without_replacement(const double* w, int64_t n, double total, int64_t samples, Generator& gen,
+                              int64_t* out) {
   std::vector<std::pair<double, int64_t>> keys;
   keys.reserve(static_cast<size_t>(n));
+  // The weights over their total (at most 1), so that no key overflows to inf and ties with
+  // another (a weight of 1e308 over an E below 1 would); E = 0 gives inf, once in 2^53 draws.
   for (int64_t i = 0; i < n; ++i)
-    if (w[i] > 0) keys.emplace_back(w[i] / -std::log1p(-gen.uniform()), i);  // E = 0: key inf
+    if (w[i] > 0) keys.emplace_back(w[i] / total / -std::log1p(-gen.uniform()), i);
   auto first = [](const std::pair<double, int64_t>& a, const std::pair<double, int64_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
@@ -82,7 +85,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
     if (replacement || num_samples == 1)
       draw_with_replacement(row, n, num_samples, g, po + r * num_samples);
     else
-      draw_without_replacement(row, n, num_samples, g, po + r * num_samples);
+      draw_without_replacement(row, n, total, num_samples, g, po + r * num_samples);
   }
   return out;
 }

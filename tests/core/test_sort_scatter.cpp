@@ -319,6 +319,20 @@ TEST_CASE("multinomial draws many samples from many weights: a permutation witho
   REQUIRE(heavy < n * 3 / 10);
 }
 
+// The race's key w / E overflowed to inf for weights near the largest double (1e308 / E for any E
+// below 0.56), and inf keys tie, going to the lower index: the first draw of {1e307, 1e308, 1e307}
+// took index 0 about 0.10 of the time where its weight is 1/12 = 0.083.
+TEST_CASE("multinomial without replacement keeps its law for weights near the largest double", "[multinomial]") {
+  const int64_t R = 40000;
+  const Tensor rows = expand(Tensor::from_vector(std::vector<double>{1e307, 1e308, 1e307}, {1, 3}), {R, 3});
+  Generator gen(17);
+  const std::vector<int64_t> d = ints(rows.multinomial(2, false, &gen));
+  double first0 = 0;
+  for (int64_t r = 0; r < R; ++r) first0 += d[2 * r] == 0;
+  INFO("share of rows drawing index 0 first: " << first0 / R);
+  REQUIRE(std::fabs(first0 / R - 1.0 / 12) < 0.008);  // sd 0.0014: six of them
+}
+
 // torch.multinomial refuses the same (torch 1.13's messages): "cannot sample n_sample <= 0
 // samples", "probability tensor contains either `inf`, `nan` or element < 0", "invalid multinomial
 // distribution (sum of probabilities <= 0)", "prob_dist must be 1 or 2 dim", "multinomial only
