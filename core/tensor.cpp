@@ -96,7 +96,7 @@ std::string to_string(const Shape& s) {
   return out + "]";
 }
 
-int64_t numel_of(const Shape& s) {
+int64_t numel_of(const Shape& s, const char* op) {
   // Checked: a shape whose count overflows int64 would wrap to a small (or zero) allocation that
   // every later index runs past. A zero size makes the count 0 whatever the others are, but the
   // others must still multiply without overflow (the strides are their products).
@@ -107,7 +107,8 @@ int64_t numel_of(const Shape& s) {
       empty = true;
       continue;
     }
-    HEED_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", to_string(s), ": its element count overflows int64");
+    HEED_CHECK(!__builtin_mul_overflow(n, d, &n), op ? op : "", op ? ": " : "", "shape ", to_string(s),
+               ": its element count overflows int64");
   }
   return empty ? 0 : n;
 }

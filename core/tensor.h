@@ -24,7 +24,9 @@ namespace heed {
 using Shape = std::vector<int64_t>;
 
 std::string to_string(const Shape& s);  ///< "[2, 3, 4]"
-int64_t numel_of(const Shape& s);        ///< product of the dims (1 for a scalar); throws heed::Error past int64
+/// Product of the dims (1 for a scalar); throws heed::Error past int64 (checked over the non-zero
+/// dims even when one is 0: strides are their products), naming `op` when given.
+int64_t numel_of(const Shape& s, const char* op = nullptr);
 Shape contiguous_strides(const Shape& s);  ///< row-major strides, in elements
 
 /// A flat, 64-byte aligned buffer of one dtype. Views share one Storage, and with it one version

@@ -319,14 +319,10 @@ PutPositions put_positions(const Tensor& x, const Shape& strides, const std::vec
   for (const Tensor& ix : per_axis) pos.indexed = broadcast_shapes(pos.indexed, ix.shape(), op);
   const int64_t lead = static_cast<int64_t>(per_axis.size());
   const Shape tail_shape(x.shape().begin() + lead, x.shape().end());
-  // I + the tail (values' shape) checked as numel_of checks a shape, but naming the op.
+  // I + the tail: the shape values broadcast to, checked before anything is sized from it.
   Shape whole = pos.indexed;
   whole.insert(whole.end(), tail_shape.begin(), tail_shape.end());
-  int64_t count = 1;
-  for (int64_t d : whole)
-    HEED_CHECK(d == 0 || !__builtin_mul_overflow(count, d, &count), op, ": indices broadcast to ",
-               to_string(pos.indexed), ", with the axes of ", to_string(x.shape()),
-               " past them, index more elements than int64 counts");
+  numel_of(whole, op);
   const int64_t positions = numel_of(pos.indexed);
   // Each position's offset, and each index expanded to read it: indices expanded (stride 0) to
   // (2^25, 1) and (1, 2^25) pick 2^50 positions, whose offsets no machine holds.

@@ -246,23 +246,20 @@ Tensor repeat(const Tensor& a, const Shape& repeats) {
   HEED_CHECK(static_cast<int64_t>(repeats.size()) >= a.dim(), "repeat: ", repeats.size(), " counts ", to_string(repeats),
              " for a tensor of shape ", to_string(a.shape()), " (one per axis at least)");
   const size_t lead = repeats.size() - a.shape().size();  // new leading axes, of size 1 before tiling
-  Shape pairs_in, pairs, out(repeats.size());
+  Shape pairs_in, pairs;
   for (size_t i = 0; i < repeats.size(); ++i) {
     HEED_CHECK(repeats[i] >= 0, "repeat: negative count in ", to_string(repeats));
     const int64_t size = i < lead ? 1 : a.shape()[i - lead];
-    HEED_CHECK(!__builtin_mul_overflow(repeats[i], size, &out[i]), "repeat: ", to_string(repeats), " of ",
-               to_string(a.shape()), ": the element count overflows int64");
     pairs_in.insert(pairs_in.end(), {1, size});
     // An empty axis tiles to 0 whatever its count (torch's zeros(0, 3).repeat(2**63 - 1, 1) is
-    // (0, 3)): 1 keeps the count out of the expanded shape below.
+    // (0, 3)): 1 keeps the count out of the expanded shape.
     pairs.insert(pairs.end(), {size == 0 ? 1 : repeats[i], size});
   }
-  // The expanded shape's sizes other than 0 must multiply without overflow, as every shape's
-  // (numel_of); they include every size of `out` other than 0.
-  int64_t numel = 1;
-  for (int64_t d : pairs)
-    HEED_CHECK(d == 0 || !__builtin_mul_overflow(numel, d, &numel), "repeat: ", to_string(repeats), " of ",
-               to_string(a.shape()), ": the element count overflows int64");
+  // Checked before any product of a count and a size: the expanded shape holds every one of them
+  // other than an empty axis's.
+  numel_of(pairs, "repeat");
+  Shape out(repeats.size());
+  for (size_t i = 0; i < repeats.size(); ++i) out[i] = pairs[2 * i] * pairs[2 * i + 1];
   return reshape(expand(reshape(a, pairs_in), pairs).clone(), out);  // clone: a copy even of 1s, as torch
 }
 

@@ -241,7 +241,7 @@ TEST_CASE("index_put refuses indices broadcast past memory or int64, naming itse
   for (int64_t n : {int64_t{1} << 25, int64_t{1} << 40}) {
     INFO("n = " << n);
     const std::vector<Tensor> idx{expand(zero, {n, 1}), expand(zero, {1, n})};
-    const std::string why = n < (int64_t{1} << 32) ? "bytes of this machine's memory" : "more elements than int64";
+    const std::string why = n < (int64_t{1} << 32) ? "bytes of this machine's memory" : "overflows int64";
     Tensor x = Tensor::zeros({2, 3}, DType::f64);
     REQUIRE_THROWS_WITH(index_put(x, idx, one), Contains("index_put: ") && Contains(why));
     REQUIRE_THROWS_WITH(x.index_put_(idx, one), Contains("index_put_: ") && Contains(why));
