@@ -37,7 +37,8 @@ void draw_with_replacement(const double* w, int64_t n, int64_t samples, Generato
 // own: each positive weight w_i gets the key w_i / E_i with E_i ~ Exp(1) (one uniform each, in
 // index order), and the draws are the `samples` largest keys, largest first, ties to the lower
 // index. That is the law of drawing one at a time from what is left, in O(n log samples) where
-// redrawing from the rest costs O(n) a draw (10^6 draws from 10^6 weights: half an hour).
+// redrawing from the rest costs O(n) a draw (10^5 draws from 10^5 weights: 15 s that way, 0.013 s
+// this way; docs/reliability.md).
 void draw_without_replacement(const double* w, int64_t n, double total, int64_t samples, Generator& gen,
                               int64_t* out) {
   std::vector<std::pair<double, int64_t>> keys;

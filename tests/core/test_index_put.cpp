@@ -234,7 +234,7 @@ TEST_CASE("index_put refuses bad indices and values, naming itself", "[index_put
 
 // Index tensors expanded (stride 0) to (2^25, 1) and (1, 2^25) pick 2^50 positions, whose offsets
 // (8 PB) no machine holds: a bare std::bad_alloc escaped. (2^40, 1) and (1, 2^40) broadcast past
-// int64: refused by numel_of, naming no op.
+// int64: refused by numel_of, which named no op (it takes the op now).
 TEST_CASE("index_put refuses indices broadcast past memory or int64, naming itself", "[index_put]") {
   const Tensor zero = Tensor::from_vector(std::vector<int64_t>{0}, {1, 1});
   const Tensor one = Tensor::scalar(1.0, DType::f64);
